@@ -1,0 +1,221 @@
+"""`llmfleet lab ...`: the lab cluster the demo and the tests run on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from llmfleet.lab import cluster, image
+from llmfleet.lab.errors import LabError
+
+lab_app = typer.Typer(
+    help=(
+        "The lab: systemd node containers (spark-1..N) standing in for DGX Sparks, joined by "
+        "veth links named like ConnectX-7 ports, with emulated RDMA tools and real vLLM (CPU "
+        "build). Needs root and podman (`make lab-deps` installs them).\n\n"
+        "Typical use: [bold]llmfleet lab up[/], then "
+        "[bold]ansible-playbook site.yml -i inventory/lab[/], then [bold]llmfleet lab down[/]."
+    ),
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+T = TypeVar("T")
+
+LabOption = Annotated[
+    str,
+    typer.Option("--name", envvar="LLMFLEET_LAB", help="Lab name (prefix of its containers)."),
+]
+
+
+def _guard(action: Callable[[], T]) -> T:
+    """Run a lab action; a LabError becomes a red message, its evidence, a hint, exit 1."""
+    if os.geteuid() != 0:
+        err_console.print("[red]the lab needs root (rootful podman, veth links, namespaces)[/]")
+        raise typer.Exit(1)
+    try:
+        return action()
+    except LabError as error:
+        err_console.print(f"[bold red]lab error:[/] {error.message}")
+        if error.detail:
+            err_console.print(error.detail, markup=False, highlight=False)
+        if error.hint:
+            err_console.print(f"[yellow]hint:[/] {error.hint}")
+        raise typer.Exit(1) from error
+
+
+def _parse_ports(ports: str) -> list[int]:
+    try:
+        return [int(p) for p in ports.split(",") if p.strip()]
+    except ValueError:
+        err_console.print(f"[red]--ports {ports!r}: expected a comma-separated list like 0,1[/]")
+        raise typer.Exit(2) from None
+
+
+def _print_status(status: cluster.LabStatus) -> None:
+    if not status.nodes:
+        console.print(f"lab {status.lab!r}: no nodes (start it with `llmfleet lab up`)")
+        return
+    table = Table(title=f"lab {status.lab}", title_justify="left")
+    for column in ("node", "container", "state", "systemd", "management", "CX7 links"):
+        table.add_column(column)
+    for node in status.nodes:
+        links = "\n".join(
+            f"{link.name} {link.state} mtu {link.mtu} {' '.join(link.addresses)}".rstrip()
+            for link in node.links
+        )
+        table.add_row(
+            node.hostname,
+            node.container,
+            node.state,
+            node.system_state,
+            node.management_ip,
+            links or "-",
+        )
+    console.print(table)
+    stale = {node.image for node in status.nodes} - {status.image_current}
+    if stale:
+        console.print(f"[yellow]image differs from the current recipe {status.image_current}[/]")
+
+
+@lab_app.command()
+def build(
+    rebuild: Annotated[bool, typer.Option(help="Rebuild even if the image is cached.")] = False,
+    prune: Annotated[bool, typer.Option(help="Remove images of older recipes.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only the image reference.")
+    ] = False,
+) -> None:
+    """Build the node image (debootstrap + Containerfile), or reuse the cached one.
+
+    Example: [bold]export LLMFLEET_LAB_IMAGE=$(llmfleet lab build -q)[/] (molecule uses it)
+    """
+
+    def action() -> None:
+        ref = image.ensure_image(err_console if quiet else console, rebuild=rebuild)
+        if quiet:
+            print(ref)
+        else:
+            console.print(f"node image: [bold]{ref}[/]")
+        if prune:
+            for old in image.prune_old_images(console):
+                console.print(f"removed {old}")
+
+    _guard(action)
+
+
+@lab_app.command()
+def up(
+    nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
+    ports: Annotated[
+        str, typer.Option(help="CX7 ports to cable, comma-separated: 1, or 0,1.")
+    ] = "1",
+    rebuild: Annotated[bool, typer.Option(help="Rebuild the node image first.")] = False,
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Start the lab (build the image if needed) and wire the CX7 fabric. Idempotent.
+
+    Example: [bold]llmfleet lab up --nodes 3 --ports 0,1[/]
+    """
+    port_list = _parse_ports(ports)
+    status = _guard(
+        lambda: cluster.up(console, nodes=nodes, ports=port_list, lab=name, rebuild=rebuild)
+    )
+    _print_status(status)
+    console.print("next: [bold]ansible all -i inventory/lab -m ansible.builtin.ping[/]")
+
+
+@lab_app.command()
+def down(name: LabOption = cluster.DEFAULT_LAB) -> None:
+    """Remove every container, volume, network and link of the lab."""
+    removed = _guard(lambda: cluster.down(console, lab=name))
+    console.print(f"removed: {', '.join(removed)}" if removed else "nothing to remove")
+
+
+@lab_app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Show the nodes, their state and their CX7 links."""
+    current = _guard(lambda: cluster.status(name))
+    if as_json:
+        print(current.to_json())
+    else:
+        _print_status(current)
+
+
+@lab_app.command("set")
+def set_(
+    assignment: Annotated[
+        str,
+        typer.Argument(
+            help="KEY=VALUE, e.g. ib_write_bw_gbits.rocep1s0f1=40 or "
+            "link_speed_mbps.enp1s0f1np1=100000"
+        ),
+    ],
+    node: Annotated[
+        list[str] | None, typer.Option(help="Node hostname (repeatable); default: every node.")
+    ] = None,
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Change an emulated-hardware setting, to exercise pass and fail paths."""
+    key, sep, value = assignment.partition("=")
+    if not sep or not key:
+        err_console.print(f"[red]{assignment!r}: expected KEY=VALUE[/]")
+        raise typer.Exit(2)
+    _guard(lambda: cluster.set_setting(name, node or [], key, value))
+    console.print(f"{key} = {value} on {', '.join(node) if node else 'every node'}")
+
+
+@lab_app.command()
+def link(
+    node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")],
+    interface: Annotated[str, typer.Argument(help="Fabric interface, e.g. enp1s0f1np1.")],
+    state: Annotated[str, typer.Argument(help="up or down.")],
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Take a fabric link down (a pulled cable) or back up."""
+    _guard(lambda: cluster.set_link(name, node, interface, state))
+    console.print(f"{node} {interface} {state}")
+
+
+@lab_app.command()
+def wire(
+    containers: Annotated[
+        list[str], typer.Argument(help="Node containers (running, from the lab image), in order.")
+    ],
+    ports: Annotated[str, typer.Option(help="CX7 ports to cable: 1, or 0,1.")] = "1",
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Cable CX7 links between containers made by another tool (molecule). Idempotent."""
+    port_list = _parse_ports(ports)
+
+    def action() -> int:
+        nodes = [
+            cluster.Node(container=c, hostname=cluster.hostname_of(c), index=i)
+            for i, c in enumerate(containers, start=1)
+        ]
+        created = cluster.wire_fabric(name, nodes, port_list)
+        cluster.wait_emulated_hardware(nodes, port_list)
+        return created
+
+    console.print(f"{_guard(action)} link(s) wired")
+
+
+@lab_app.command()
+def shell(
+    node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")] = "spark-1",
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Open a shell on a node."""
+    container = f"{name}-{node}"
+    raise typer.Exit(subprocess.call(["podman", "exec", "-it", container, "bash", "-l"]))
