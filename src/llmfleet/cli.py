@@ -1,0 +1,258 @@
+"""The ``llmfleet`` command line."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from llmfleet import __version__
+from llmfleet.lab.cli import lab_app
+from llmfleet.paths import ENV_HOME, CollectionNotFound, collection_root
+from llmfleet.runner import ExitCode, RunnerError, run_playbook
+
+EXIT_CODES_EPILOG = (
+    "[bold]Exit codes[/bold]\n"
+    "  [green]0[/green]    success\n"
+    "  [red]1[/red]    could not start: bad arguments, inventory not found, collection not found\n"
+    "  [red]2[/red]    one or more hosts failed a task\n"
+    "  [red]3[/red]    hosts unreachable (and none failed a task)\n"
+    "  [red]4[/red]    ansible could not parse the playbook or inventory\n"
+    "  [yellow]130[/yellow]  interrupted (Ctrl-C)"
+)
+
+APP_HELP = (
+    "Turn a few machines into a private [bold]vLLM[/bold] backend for coding agents.\n\n"
+    "llmfleet drives the [bold]llmfleet.cluster[/bold] Ansible collection: "
+    "[cyan]llmfleet up[/cyan] configures every host of an inventory and shows, per host, what "
+    "is done, what changed and what failed. [cyan]llmfleet lab[/cyan] runs a throwaway cluster "
+    "of containers to try it on.\n\n"
+    "[bold]Quick start[/bold] (in the checkout)\n"
+    "  [cyan]make demo[/cyan]   bring a lab cluster up end to end\n"
+    "  [cyan]make test[/cyan]   run the tests\n\n"
+    "[bold]Example[/bold]\n"
+    "  [cyan]llmfleet up -i inventory/hosts.yml --limit spark-1[/cyan]\n\n"
+    "The collection (the directory holding galaxy.yml and site.yml) is found from the current "
+    f"directory upwards, or set [cyan]{ENV_HOME}[/cyan]."
+)
+
+UP_HELP = (
+    "Bring hosts to their configured state: run [cyan]site.yml[/cyan] (or "
+    "[cyan]playbooks/NAME.yml[/cyan] with [cyan]--playbook NAME[/cyan]) against an inventory."
+    "\n\n"
+    "Idempotent: after fixing a failure, run it again. In a terminal a live table shows each "
+    "host's progress, and a failing task is printed at once with its message and the tail of its "
+    "output. With [cyan]--plain[/cyan] (automatic when stdout is not a terminal, e.g. in CI) each "
+    "finished task is one log line instead.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet up -i inventory/hosts.yml[/cyan]\n"
+    "  [cyan]llmfleet up -i inventory/hosts.yml --limit spark-1 --tags vllm -e vllm_port=8001"
+    "[/cyan]\n"
+    "  [cyan]llmfleet up -i inventory/hosts.yml --check --diff[/cyan]   "
+    "dry run, show what would change\n"
+    "  [cyan]llmfleet up -i inventory/hosts.yml --playbook NAME[/cyan]   "
+    "run playbooks/NAME.yml"
+)
+
+
+def _usage_error_exits_1(exc: Exception) -> None:
+    # duck-typed: typer vendors click (typer._click) in recent versions, plain click in older ones
+    if any(klass.__name__ == "UsageError" for klass in type(exc).__mro__):
+        err: Any = exc
+        err.exit_code = int(ExitCode.NOT_STARTED)
+
+
+class _Group(TyperGroup):
+    """Usage errors exit 1 ("could not start") rather than click's 2, which means "host failed"."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except Exception as exc:
+            _usage_error_exits_1(exc)
+            raise
+
+    def invoke(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().invoke(*args, **kwargs)
+        except Exception as exc:
+            _usage_error_exits_1(exc)
+            raise
+
+
+app = typer.Typer(
+    name="llmfleet",
+    cls=_Group,
+    help=APP_HELP,
+    epilog=EXIT_CODES_EPILOG,
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(lab_app, name="lab")
+
+_err = Console(stderr=True)
+
+
+def _fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> typer.Exit:
+    _err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False)
+    return typer.Exit(int(code))
+
+
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_extra_vars(values: list[str]) -> list[dict[str, Any] | Path]:
+    """Turn ``-e`` values into run_playbook's ``extravars``, keeping their order.
+
+    ``KEY=VALUE`` (one pair; the value is a string, as with ansible), ``@FILE`` (YAML or JSON
+    file) or a JSON object (``'{"vllm_port": 8001}'``). Raises ``ValueError`` on anything else.
+    """
+    out: list[dict[str, Any] | Path] = []
+    for raw in values:
+        value = raw.strip()
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser()
+            if not path.is_file():
+                raise ValueError(f"extra-vars file not found: {value[1:]}")
+            out.append(path)
+        elif value.startswith("{"):
+            try:
+                obj = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"extra-vars is not valid JSON: {exc}") from exc
+            if not isinstance(obj, dict):
+                raise ValueError("extra-vars JSON must be an object")
+            out.append(obj)
+        else:
+            key, sep, val = raw.partition("=")
+            key = key.strip()
+            if not sep or not _VAR_NAME.match(key):
+                raise ValueError(f"extra-vars {raw!r} is not KEY=VALUE, @FILE or a JSON object")
+            out.append({key: val})
+    return out
+
+
+def _playbook_path(root: Path, name: str | None) -> Path:
+    if name is None:
+        return root / "site.yml"
+    stem = name.removesuffix(".yml").removesuffix(".yaml")
+    path = root / "playbooks" / f"{stem}.yml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (root / "playbooks").glob("*.yml"))
+        hint = f"; available: {', '.join(known)}" if known else ""
+        raise _fail(f"playbook {name!r} not found at {path}{hint}")
+    return path
+
+
+@app.command(help=UP_HELP, epilog=EXIT_CODES_EPILOG)
+def up(  # noqa: PLR0917 - typer maps parameters to options
+    inventory: Annotated[
+        Path,
+        typer.Option(
+            "-i",
+            "--inventory",
+            help="Inventory file or directory (e.g. [cyan]inventory/hosts.yml[/cyan]).",
+            show_default=False,
+        ),
+    ],
+    limit: Annotated[
+        str | None,
+        typer.Option("--limit", "-l", help="Only these hosts/groups (ansible pattern)."),
+    ] = None,
+    tags: Annotated[
+        str | None, typer.Option("--tags", "-t", help="Only tasks with these tags (comma list).")
+    ] = None,
+    skip_tags: Annotated[
+        str | None, typer.Option("--skip-tags", help="Skip tasks with these tags (comma list).")
+    ] = None,
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-e",
+            "--extra-vars",
+            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
+            "repeatable, later ones win.",
+            show_default=False,
+        ),
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Dry run: report what would change, change nothing.")
+    ] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Show the changes made to files.")] = False,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
+        ),
+    ] = 0,
+    plain: Annotated[
+        bool,
+        typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
+    ] = False,
+    playbook: Annotated[
+        str | None,
+        typer.Option(
+            "--playbook",
+            "-p",
+            metavar="NAME",
+            help="Run [cyan]playbooks/NAME.yml[/cyan] instead of [cyan]site.yml[/cyan].",
+        ),
+    ] = None,
+) -> None:
+    """Bring hosts to their configured state."""
+    try:
+        root = collection_root()
+    except CollectionNotFound as exc:
+        raise _fail(str(exc)) from None
+    if not inventory.exists():
+        raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+    try:
+        extravars = parse_extra_vars(extra_vars or [])
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    pb = _playbook_path(root, playbook)
+    console = Console()
+    try:
+        result = run_playbook(
+            pb,
+            inventory,
+            limit=limit,
+            tags=tags,
+            skip_tags=skip_tags,
+            extravars=extravars,
+            check=check,
+            diff=diff,
+            verbosity=verbose,
+            console=console,
+            plain=True if plain else None,
+            root=root,
+        )
+    except RunnerError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted", ExitCode.INTERRUPTED) from None
+    raise typer.Exit(int(result.exit_code))
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@app.command(epilog="[bold]Example[/bold]  [cyan]llmfleet version[/cyan]")
+def version() -> None:
+    """Print the llmfleet version (and the ansible-core / ansible-runner it uses)."""
+    typer.echo(f"llmfleet {__version__}")
+    typer.echo(f"ansible-core {_dist_version('ansible-core')}")
+    typer.echo(f"ansible-runner {_dist_version('ansible-runner')}")

@@ -1,0 +1,87 @@
+"""Quality gates: linters, type checks, playbook syntax and plugin docs, as tests."""
+
+from __future__ import annotations
+
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = sorted(["site.yml", *(str(p.relative_to(ROOT)) for p in ROOT.glob("playbooks/*.yml"))])
+SAMPLE_INVENTORIES = [
+    "inventory/sparks",
+    "inventory/gh200",
+    "inventory/mac-studio",
+    "inventory/lab",
+]
+
+
+def run(*cmd: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(cmd), cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def assert_ok(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, (
+        f"{' '.join(proc.args)}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    )
+
+
+def test_ruff_lint() -> None:
+    assert_ok(run("ruff", "check", "."))
+
+
+def test_ruff_format() -> None:
+    assert_ok(run("ruff", "format", "--check", "."))
+
+
+def test_mypy_strict_on_src() -> None:
+    assert_ok(run("mypy"))
+
+
+def test_ansible_lint_production_profile() -> None:
+    proc = run("ansible-lint", "--profile", "production", "--nocolor")
+    assert_ok(proc)
+    assert "Profile 'production' was required, and it passed" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("inventory", SAMPLE_INVENTORIES)
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_playbook_syntax(playbook: str, inventory: str) -> None:
+    assert_ok(run("ansible-playbook", "--syntax-check", "-i", inventory, playbook))
+
+
+def plugin_names(kind: str) -> list[str]:
+    folder = ROOT / "plugins" / kind
+    suffix = ".yml" if kind == "filter" else ".py"
+    return sorted(
+        p.stem
+        for p in folder.glob(f"*{suffix}")
+        if not p.name.startswith("_") and p.stem != "__init__"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [("module", n) for n in plugin_names("modules")]
+    + [("filter", n) for n in plugin_names("filter")],
+)
+def test_ansible_doc_renders(kind: str, name: str) -> None:
+    proc = run("ansible-doc", "-t", kind, f"llmfleet.cluster.{name}")
+    assert_ok(proc)
+    assert "EXAMPLES" in proc.stdout
+    assert "RETURN" in proc.stdout or "RETURN VALUES" in proc.stdout
+
+
+def test_collection_builds(tmp_path: Path) -> None:
+    assert_ok(run("ansible-galaxy", "collection", "build", "--output-path", str(tmp_path)))
+    (artifact,) = tmp_path.glob("llmfleet-cluster-*.tar.gz")
+    with tarfile.open(artifact) as tar:
+        names = tar.getnames()
+    assert "galaxy.yml" not in names  # built collections carry MANIFEST.json instead
+    assert "MANIFEST.json" in names
+    assert "playbooks/spark_cluster.yml" in names
+    assert not [n for n in names if n.startswith((".venv", "collections/", "src/", "tests/"))]

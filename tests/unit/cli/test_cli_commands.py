@@ -1,0 +1,149 @@
+"""CLI surface: help, version, argument errors; pure helpers (no ansible run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from typer.testing import CliRunner
+
+from llmfleet import __version__
+from llmfleet.cli import app, parse_extra_vars
+from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
+from llmfleet.runner import result_details
+
+runner = CliRunner()
+
+
+def _plain(lines: list[Text]) -> str:
+    return "\n".join(line.plain for line in lines)
+
+
+def test_help_explains_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    out = result.output
+    for needle in ("vLLM", "make demo", "make test", "llmfleet up -i", "Exit codes", "130"):
+        assert needle in out
+    for command in ("up", "version", "lab"):
+        assert command in out
+
+
+def test_up_help_has_examples_and_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    result = runner.invoke(app, ["up", "--help"])
+    assert result.exit_code == 0
+    for needle in ("--inventory", "--limit", "--extra-vars", "--plain", "--check", "Exit codes"):
+        assert needle in result.output
+    assert "llmfleet up -i inventory/hosts.yml" in result.output
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["version"])
+    assert result.exit_code == 0
+    assert result.output.splitlines()[0] == f"llmfleet {__version__}"
+    assert "ansible-core" in result.output
+
+
+def test_missing_inventory_exits_1_and_names_it(fake_collection: object) -> None:
+    result = runner.invoke(app, ["up", "-i", "no/such/hosts.yml", "--plain"])
+    assert result.exit_code == 1
+    assert "no/such/hosts.yml" in result.output
+    assert "inventory not found" in result.output
+
+
+def test_usage_error_exits_1_not_2() -> None:
+    result = runner.invoke(app, ["up"])  # -i is required
+    assert result.exit_code == 1
+    assert "--inventory" in result.output
+
+
+def test_unknown_playbook_exits_1(fake_collection: object) -> None:
+    result = runner.invoke(app, ["up", "-i", "collection/hosts.ini", "--playbook", "nope"])
+    assert result.exit_code == 1
+    assert "nope" in result.output
+
+
+def test_collection_not_found_exits_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMFLEET_HOME", str(tmp_path))
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("localhost\n")
+    result = runner.invoke(app, ["up", "-i", str(inv)])
+    assert result.exit_code == 1
+    assert "LLMFLEET_HOME" in result.output
+
+
+def test_collection_root_walks_up(tmp_path: Path) -> None:
+    (tmp_path / "galaxy.yml").write_text("x: 1\n")
+    (tmp_path / "site.yml").write_text("[]\n")
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    assert collection_root(cwd=deep, environ={}) == tmp_path.resolve()
+    assert collection_root(environ={"LLMFLEET_HOME": str(tmp_path)}) == tmp_path.resolve()
+    with pytest.raises(CollectionNotFound, match="LLMFLEET_HOME"):
+        collection_root(environ={"LLMFLEET_HOME": str(deep)})
+
+
+def test_ansible_env(tmp_path: Path) -> None:
+    env = ansible_env(tmp_path, tty=False)
+    assert env["ANSIBLE_CONFIG"] == str(tmp_path / "ansible.cfg")
+    assert env["ANSIBLE_NOCOLOR"] == "1"
+    assert env["ANSIBLE_FORCE_COLOR"] == "0"
+    assert "ANSIBLE_NOCOLOR" not in ansible_env(tmp_path, tty=True)
+
+
+def test_parse_extra_vars(tmp_path: Path) -> None:
+    f = tmp_path / "vars.yml"
+    f.write_text("a: 1\n")
+    assert parse_extra_vars(["a=1", "b=x=y z", f"@{f}", '{"c": [1, 2]}']) == [
+        {"a": "1"},
+        {"b": "x=y z"},
+        f,
+        {"c": [1, 2]},
+    ]
+    for bad in ("novalue", "1abc=2", "@/no/such/file", "{bad json", "[1]"):
+        with pytest.raises(ValueError):
+            parse_extra_vars([bad])
+
+
+def test_result_details_never_shows_invocation_or_censored_data() -> None:
+    res = {
+        "msg": "non-zero return code",
+        "rc": 3,
+        "stderr": "\n".join(f"line {i}" for i in range(30)),
+        "stdout": "",
+        "invocation": {"module_args": {"password": "hunter2"}},
+    }
+    msg, lines = result_details(res)
+    text = _plain(lines)
+    assert msg == "non-zero return code"
+    assert "rc: 3" in text
+    assert "line 29" in text and "line 10" in text and "line 9\n" not in text
+    assert "last 20 of 30 lines" in text
+    assert "hunter2" not in text and "invocation" not in text
+
+    censored = {
+        "censored": "the output has been hidden",
+        "stderr": "hunter2",
+        "_ansible_no_log": True,
+    }
+    msg, lines = result_details(censored)
+    assert msg == "the output has been hidden"
+    assert lines == []
+
+
+def test_result_details_loop_items() -> None:
+    res = {
+        "msg": "One or more items failed",
+        "results": [
+            {"failed": False, "item": "a"},
+            {"failed": True, "item": "b", "msg": "bad b", "stderr": "err-b"},
+            {"failed": True, "_ansible_no_log": True, "censored": "hidden", "stderr": "s3cret"},
+        ],
+    }
+    _, lines = result_details(res)
+    text = _plain(lines)
+    assert "item b: bad b" in text and "err-b" in text
+    assert "s3cret" not in text and "hidden" in text

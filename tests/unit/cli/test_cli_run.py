@@ -1,0 +1,104 @@
+"""Real ansible-runner runs of tiny playbooks against localhost (plain mode)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from typer.testing import CliRunner
+
+from llmfleet.cli import app
+
+runner = CliRunner()
+
+
+def _up(fc: Any, *args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["up", "-i", str(fc.inventory), "--plain", *args])
+    return result.exit_code, result.output
+
+
+def test_passing_run(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.write_site(
+        play(
+            "    - name: Say hello\n"
+            "      ansible.builtin.command: echo hello\n"
+            "      changed_when: false\n"
+            "    - name: Make a change\n"
+            "      ansible.builtin.command: echo '{{ greeting }}'\n"
+            "    - name: Never runs\n"
+            "      ansible.builtin.debug: {msg: x}\n"
+            "      when: false\n"
+        )
+    )
+    code, out = _up(fake_collection, "-e", "greeting=hi there")
+    assert code == 0, out
+    assert "[localhost] ok: Say hello" in out
+    assert "[localhost] changed: Make a change" in out
+    assert "[localhost] skipping: Never runs" in out
+    assert re.search(
+        r"localhost\s+: ok=2 changed=1 unreachable=0 failed=0 skipped=1 rescued=0 ignored=0", out
+    ), out
+    assert "OK: all hosts done" in out
+
+
+def test_failing_task(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.write_site(
+        play(
+            "    - name: Fine\n"
+            "      ansible.builtin.command: 'true'\n"
+            "    - name: Start the engine\n"
+            "      ansible.builtin.shell: |\n"
+            '        for i in $(seq 1 30); do echo "err line $i" >&2; done\n'
+            "        exit 3\n"
+            "    - name: Not reached\n"
+            "      ansible.builtin.command: 'true'\n"
+        )
+    )
+    code, out = _up(fake_collection)
+    assert code == 2, out
+    assert "[localhost] FAILED: Start the engine" in out
+    assert "play: Test play" in out
+    assert "non-zero return code" in out
+    assert "rc: 3" in out
+    assert "err line 30" in out and "err line 11" in out
+    assert "err line 10\n" not in out  # only the last 20 lines
+    assert "Not reached" not in out
+    assert "_raw_params" not in out and "invocation" not in out
+    assert re.search(r"localhost\s+: ok=1 changed=1 unreachable=0 failed=1", out), out
+    assert "FAILED: task failures on localhost" in out
+
+
+def test_no_log_failure_hides_the_secret(fake_collection: Any, play: Callable[[str], str]) -> None:
+    secret = "hunter2-TOPSECRET"
+    fake_collection.write_site(
+        play(
+            "    - name: Log in\n"
+            f"      ansible.builtin.shell: echo {secret} >&2; echo {secret}; exit 1\n"
+            "      no_log: true\n"
+        )
+    )
+    code, out = _up(fake_collection, "-v")
+    assert code == 2, out
+    assert "[localhost] FAILED: Log in" in out
+    assert "no_log" in out  # ansible's censored notice
+    assert secret not in out
+
+
+def test_parse_error_exits_4(fake_collection: Any) -> None:
+    fake_collection.write_site("- hosts: all\n  tasks:\n    - name: x\n      debug: {msg: 1\n")
+    code, out = _up(fake_collection)
+    assert code == 4, out
+    assert "could not parse" in out
+
+
+def test_unreachable_exits_3(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.inventory.write_text(
+        "ghost ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh "
+        "ansible_ssh_common_args='-o ConnectTimeout=2 -o StrictHostKeyChecking=no'\n"
+    )
+    fake_collection.write_site(play("    - name: Ping\n      ansible.builtin.ping:\n"))
+    code, out = _up(fake_collection)
+    assert code == 3, out
+    assert "[ghost] UNREACHABLE: Ping" in out
+    assert re.search(r"ghost\s+: ok=0 changed=0 unreachable=1 failed=0", out), out

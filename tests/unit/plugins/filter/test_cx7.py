@@ -1,0 +1,54 @@
+"""The cx7_interfaces filter picks CX7 netdevs out of gathered facts."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.llmfleet.cluster.plugins.filter.cx7 import (
+    CX7_NETDEV_PATTERN,
+    FilterModule,
+    cx7_interfaces,
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "is_cx7"),
+    [
+        ("enp1s0f1np1", True),
+        ("enP2p1s0f1np1", True),
+        ("enp1s0f0np0", True),
+        ("enP2p1s0f0np0", True),
+        ("enP7s7", False),  # the Spark's 10GbE port
+        ("eth0", False),
+        ("lo", False),
+        ("wlP9s9", False),
+    ],
+)
+def test_netdev_pattern(name: str, is_cx7: bool) -> None:
+    assert bool(CX7_NETDEV_PATTERN.match(name)) is is_cx7
+
+
+def test_summarizes_cx7_interfaces_sorted() -> None:
+    facts = {
+        "interfaces": ["lo", "enp1s0f1np1", "eth0", "enP2p1s0f1np1"],
+        "enp1s0f1np1": {
+            "active": True,
+            "mtu": 9000,
+            "ipv4": {"address": "192.168.100.11", "prefix": "24"},
+            "ipv6": [],
+        },
+        "enP2p1s0f1np1": {"active": False, "mtu": 1500},
+        "eth0": {"active": True, "mtu": 1500},
+    }
+    result = cx7_interfaces(facts)
+    assert [entry["name"] for entry in result] == ["enP2p1s0f1np1", "enp1s0f1np1"]
+    assert result[1]["ipv4"] == "192.168.100.11/24"
+    assert result[1]["summary"] == "enp1s0f1np1 up mtu 9000 192.168.100.11/24"
+    assert result[0]["summary"] == "enP2p1s0f1np1 DOWN mtu 1500 no IPv4"
+
+
+def test_no_interfaces_gathered() -> None:
+    assert cx7_interfaces({}) == []
+
+
+def test_registered_name() -> None:
+    assert FilterModule().filters()["cx7_interfaces"] is cx7_interfaces
