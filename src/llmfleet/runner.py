@@ -41,6 +41,8 @@ from rich.text import Text
 from llmfleet.paths import ansible_env, collection_root
 
 TAIL_LINES = 20
+# Tasks whose message is meant for the user (reports): shown in both display modes.
+DEBUG_ACTIONS = frozenset({"debug", "ansible.builtin.debug", "ansible.legacy.debug"})
 MAX_ITEM_FAILURES = 3
 OUTPUT_KEYS: tuple[str, ...] = ("stderr", "stdout", "module_stderr", "module_stdout")
 NO_LOG_NOTICE = "output hidden: no_log: true is set on this task"
@@ -357,6 +359,8 @@ class _Progress:
             st.changed += int(changed)
             word, style = ("changed", "yellow") if changed else ("ok", "green")
             self._line(host, word, label, style)
+            if data.get("task_action") in DEBUG_ACTIONS:
+                self._debug_message(host, res)
         elif kind == "runner_on_skipped":
             st.skipped += 1
             self._line(host, "skipping", label, "cyan")
@@ -377,6 +381,14 @@ class _Progress:
         else:  # runner_on_async_*, runner_on_no_hosts ...
             return
         row.task = label
+
+    def _debug_message(self, host: str, res: Mapping[str, Any]) -> None:
+        """What a playbook chose to show the user (debug tasks), in both display modes."""
+        if is_censored(res) or "msg" not in res:
+            return
+        msg = res["msg"]
+        lines = [str(item) for item in msg] if isinstance(msg, list) else str(msg).splitlines()
+        self._print(*(Text.assemble((f"[{host}] ", "bold"), line) for line in lines))
 
     def _line(self, host: str, word: str, label: str, style: str) -> None:
         if self.plain:

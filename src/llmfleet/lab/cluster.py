@@ -192,14 +192,16 @@ def _wire_direct(a: Node, b: Node, ifname: str) -> bool:
     return True
 
 
-def _wire_switched(lab: str, node: Node, half: int, ifname: str) -> bool:
+def _wire_switched(lab: str, node: Node, port_number: int, half: int) -> bool:
     """One switch port: the node's CX7 half into the lab's bridge for that half."""
+    ifname = CX7_PORTS[port_number][half]
     pid = _pid(node)
     if _has_link(pid, ifname):
         return False
     namespace = fabric_namespace(lab)
-    bridge = f"sw-{ifname[:3]}{ifname[-3:]}"[:15]
-    port = f"n{node.index}-{ifname[-6:]}"[:15]
+    half_label = f"p{port_number}{'ab'[half]}"
+    bridge = f"sw-{half_label}"
+    port = f"n{node.index}-{half_label}"
     in_ns = ("ip", "netns", "exec", namespace)
     if _host(*in_ns, "ip", "link", "show", bridge, check=False).returncode != 0:
         _host(*in_ns, "ip", "link", "add", bridge, "type", "bridge")
@@ -231,17 +233,18 @@ def wire_fabric(lab: str, nodes: Sequence[Node], ports: Sequence[int]) -> int:
     ``lab`` names the fabric namespace that holds the switches (three nodes or more).
     """
     created = 0
-    halves = [(half, name) for port in ports for half, name in enumerate(CX7_PORTS[port])]
     if len(nodes) == 2:
-        for _, ifname in halves:
-            created += _wire_direct(nodes[0], nodes[1], ifname)
+        for port in ports:
+            for ifname in CX7_PORTS[port]:
+                created += _wire_direct(nodes[0], nodes[1], ifname)
         return created
     namespace = fabric_namespace(lab)
     if _host("ip", "netns", "list").stdout.split().count(namespace) == 0:
         _host("ip", "netns", "add", namespace)
     for node in nodes:
-        for half, ifname in halves:
-            created += _wire_switched(lab, node, half, ifname)
+        for port in ports:
+            for half in (0, 1):
+                created += _wire_switched(lab, node, port, half)
     return created
 
 

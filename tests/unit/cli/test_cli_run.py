@@ -102,3 +102,22 @@ def test_unreachable_exits_3(fake_collection: Any, play: Callable[[str], str]) -
     assert code == 3, out
     assert "[ghost] UNREACHABLE: Ping" in out
     assert re.search(r"ghost\s+: ok=0 changed=0 unreachable=1 failed=0", out), out
+
+
+def test_debug_messages_reach_the_user(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.write_site(
+        play(
+            "    - name: Report\n"
+            "      ansible.builtin.debug:\n"
+            "        msg: ['first line', 'second line']\n"
+            "    - name: Secret report\n"
+            "      ansible.builtin.debug:\n"
+            "        msg: s3cr3t-value\n"
+            "      no_log: true\n"
+        )
+    )
+    code, out = _up(fake_collection)
+    assert code == 0, out
+    assert "[localhost] first line\n" in out
+    assert "[localhost] second line\n" in out
+    assert "s3cr3t-value" not in out

@@ -1,0 +1,93 @@
+"""The lab under test: a lab of its own name, up for the session, down at the end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_LAB = os.environ.get("LLMFLEET_TEST_LAB", "llmfleet-test")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.lab)
+
+
+def llmfleet(*args: str, env: dict[str, str] | None = None, timeout: int = 1800) -> str:
+    proc = subprocess.run(
+        ["llmfleet", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, f"llmfleet {' '.join(args)}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Lab:
+    name: str
+
+    def container(self, node: str) -> str:
+        return f"{self.name}-{node}"
+
+    def sh(
+        self, node: str, script: str, *, check: bool = True, timeout: int = 120
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            ["podman", "exec", self.container(node), "bash", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check:
+            assert proc.returncode == 0, f"{node}: {script}\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+    def out(self, node: str, script: str, timeout: int = 120) -> str:
+        return self.sh(node, script, timeout=timeout).stdout
+
+    def cli(self, *args: str) -> str:
+        """``llmfleet lab ARGS --name <this lab>``."""
+        return llmfleet("lab", *args, "--name", self.name)
+
+    def env(self) -> dict[str, str]:
+        """Environment that points inventory/lab at this lab."""
+        return {"LLMFLEET_LAB": self.name}
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    llmfleet("lab", "up", "--name", TEST_LAB)
+    yield Lab(TEST_LAB)
+    llmfleet("lab", "down", "--name", TEST_LAB)
+
+
+FABRIC_TEST_ADDRESSES = {
+    "spark-1": {"enp1s0f1np1": "192.168.250.1/24", "enP2p1s0f1np1": "192.168.251.1/24"},
+    "spark-2": {"enp1s0f1np1": "192.168.250.2/24", "enP2p1s0f1np1": "192.168.251.2/24"},
+}
+
+
+@pytest.fixture
+def fabric_addresses(lab: Lab) -> Iterator[dict[str, dict[str, str]]]:
+    """Temporary addresses on both halves (the fabric role does this for real later)."""
+    for node, links in FABRIC_TEST_ADDRESSES.items():
+        for ifname, address in links.items():
+            lab.sh(node, f"ip addr replace {address} dev {ifname}")
+    yield FABRIC_TEST_ADDRESSES
+    for node, links in FABRIC_TEST_ADDRESSES.items():
+        for ifname, address in links.items():
+            lab.sh(node, f"ip addr del {address} dev {ifname}", check=False)

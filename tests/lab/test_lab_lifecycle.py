@@ -1,0 +1,52 @@
+"""A switched lab of three nodes comes up wired and goes down leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from .conftest import Lab, llmfleet
+
+SWITCHED_LAB = "llmfleet-t3"
+
+
+def host(*cmd: str) -> str:
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=True).stdout
+
+
+def test_three_node_switched_lab_up_then_down_leaves_nothing() -> None:
+    lab = Lab(SWITCHED_LAB)
+    llmfleet("lab", "up", "--nodes", "3", "--ports", "0,1", "--name", SWITCHED_LAB)
+    try:
+        for node in ("spark-1", "spark-2", "spark-3"):
+            links = lab.out(node, "ibdev2netdev")
+            for netdev in ("enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1"):
+                assert f"==> {netdev} (Up)" in links, (node, links)
+        # one switch per half: spark-1 reaches both others on the same half
+        for index, node in enumerate(("spark-1", "spark-2", "spark-3"), start=1):
+            lab.sh(node, f"ip addr add 192.168.252.{index}/24 dev enp1s0f1np1")
+        lab.sh("spark-1", "ping -c 1 -W 2 192.168.252.2 && ping -c 1 -W 2 192.168.252.3")
+    finally:
+        llmfleet("lab", "down", "--name", SWITCHED_LAB)
+
+    containers = json.loads(
+        host(
+            "podman",
+            "ps",
+            "-a",
+            "--filter",
+            f"label=llmfleet.lab={SWITCHED_LAB}",
+            "--format",
+            "json",
+        )
+        or "[]"
+    )
+    assert containers == []
+    assert SWITCHED_LAB not in host("podman", "network", "ls", "--format", "{{.Name}}").split()
+    volumes = host("podman", "volume", "ls", "--format", "{{.Name}}").split()
+    assert not [v for v in volumes if v.startswith(SWITCHED_LAB)]
+    assert f"{SWITCHED_LAB}-fabric" not in host("ip", "netns", "list")
+    host_links = [entry["ifname"] for entry in json.loads(host("ip", "-j", "link"))]
+    assert not [
+        name for name in host_links if name.startswith(("en", "n1-p", "n2-p", "n3-p", "sw-p"))
+    ], host_links
