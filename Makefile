@@ -59,6 +59,7 @@ demo: lab-deps venv ## Build and start the lab, run site.yml on it, show what ru
 	$(LLMFLEET) lab status
 
 test: lab-deps venv ## Run every test and quality gate
+	$(LLMFLEET) lab build
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-fast: venv ## Unit tests and linters only (no lab)

@@ -38,7 +38,7 @@ APP_HELP = (
     "  [cyan]make demo[/cyan]   bring a lab cluster up end to end\n"
     "  [cyan]make test[/cyan]   run the tests\n\n"
     "[bold]Example[/bold]\n"
-    "  [cyan]llmfleet up -i inventory/hosts.yml --limit spark-1[/cyan]\n\n"
+    "  [cyan]llmfleet up -i inventory/sparks --limit spark-1[/cyan]\n\n"
     "The collection (the directory holding galaxy.yml and site.yml) is found from the current "
     f"directory upwards, or set [cyan]{ENV_HOME}[/cyan]."
 )
@@ -52,12 +52,12 @@ UP_HELP = (
     "output. With [cyan]--plain[/cyan] (automatic when stdout is not a terminal, e.g. in CI) each "
     "finished task is one log line instead.\n\n"
     "[bold]Examples[/bold]\n"
-    "  [cyan]llmfleet up -i inventory/hosts.yml[/cyan]\n"
-    "  [cyan]llmfleet up -i inventory/hosts.yml --limit spark-1 --tags vllm -e vllm_port=8001"
+    "  [cyan]llmfleet up -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet up -i inventory/sparks --limit spark-1 --tags vllm -e vllm_server_port=8001"
     "[/cyan]\n"
-    "  [cyan]llmfleet up -i inventory/hosts.yml --check --diff[/cyan]   "
+    "  [cyan]llmfleet up -i inventory/sparks --check --diff[/cyan]   "
     "dry run, show what would change\n"
-    "  [cyan]llmfleet up -i inventory/hosts.yml --playbook NAME[/cyan]   "
+    "  [cyan]llmfleet up -i inventory/sparks --playbook NAME[/cyan]   "
     "run playbooks/NAME.yml"
 )
 
@@ -160,7 +160,7 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
         typer.Option(
             "-i",
             "--inventory",
-            help="Inventory file or directory (e.g. [cyan]inventory/hosts.yml[/cyan]).",
+            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
             show_default=False,
         ),
     ],

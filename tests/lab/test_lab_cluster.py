@@ -153,3 +153,9 @@ def test_ib_write_bw_reports_the_configured_rail_bandwidth(
             assert float(row.group(4)) == 40.0
     finally:
         lab.cli("set", "ib_write_bw_gbits.rocep1s0f1=106.2", "--node", "spark-2")
+
+
+def test_the_node_container_engine_runs_containers(lab: Lab) -> None:
+    # no registry is reachable: the nested container runs on an overlay of the node's own root
+    out = lab.out("spark-1", "podman run --rm --rootfs /:O /bin/echo nested-container-ok")
+    assert out.strip() == "nested-container-ok"

@@ -37,7 +37,7 @@ def test_up_help_has_examples_and_exit_codes(monkeypatch: pytest.MonkeyPatch) ->
     assert result.exit_code == 0
     for needle in ("--inventory", "--limit", "--extra-vars", "--plain", "--check", "Exit codes"):
         assert needle in result.output
-    assert "llmfleet up -i inventory/hosts.yml" in result.output
+    assert "llmfleet up -i inventory/sparks" in result.output
 
 
 def test_version() -> None:
