@@ -155,7 +155,22 @@ def test_ib_write_bw_reports_the_configured_rail_bandwidth(
         lab.cli("set", "ib_write_bw_gbits.rocep1s0f1=106.2", "--node", "spark-2")
 
 
-def test_the_node_container_engine_runs_containers(lab: Lab) -> None:
+def test_podman_in_a_node_runs_containers(lab: Lab) -> None:
     # no registry is reachable: the nested container runs on an overlay of the node's own root
-    out = lab.out("spark-1", "podman run --rm --rootfs /:O /bin/echo nested-container-ok")
-    assert out.strip() == "nested-container-ok"
+    out = lab.out(
+        "spark-1", "podman run --rm --cgroupns=private --rootfs /:O /bin/echo nested-podman-ok"
+    )
+    assert out.strip() == "nested-podman-ok"
+
+
+def test_docker_in_a_node_runs_containers(lab: Lab) -> None:
+    # a two-file image made on the spot: no registry is reachable from the lab
+    script = (
+        "set -e; d=$(mktemp -d); mkdir -p $d/bin $d/lib/x86_64-linux-gnu $d/lib64; "
+        "cp /usr/bin/echo $d/bin/; cp /lib/x86_64-linux-gnu/libc.so.6 $d/lib/x86_64-linux-gnu/; "
+        "cp /lib64/ld-linux-x86-64.so.2 $d/lib64/; "
+        "tar -C $d -c . | docker import - llmfleet-test/echo:1 >/dev/null; rm -rf $d; "
+        "docker run --rm llmfleet-test/echo:1 /bin/echo nested-docker-ok; "
+        "docker rmi -f llmfleet-test/echo:1 >/dev/null"
+    )
+    assert lab.out("spark-1", script).strip() == "nested-docker-ok"

@@ -127,8 +127,6 @@ def _create_node(lab: str, node: Node, image: str) -> None:
         node.hostname,
         "--privileged",
         "--systemd=always",
-        # a private cgroup namespace lets the node's own podman start containers
-        "--cgroupns=private",
         # vLLM's CPU workers exchange tensors through /dev/shm
         "--shm-size=2g",
         "--label",

@@ -25,7 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from llmfleet.lab import podman
 from llmfleet.lab.errors import LabError
@@ -168,7 +175,65 @@ def pip_settings(environ: dict[str, str] | None = None) -> PipSettings:
 STEP_PATTERN = re.compile(r"^STEP (\d+)/(\d+): (.*)")
 
 
-def _stream(cmd: list[str], log_path: Path, progress: Progress, task_id: int) -> Iterator[str]:
+class BuildProgress:
+    """Build progress: a live bar in a terminal, one line per step in logs (CI)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        if console.is_terminal:
+            self.progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=console,
+            )
+
+    def __enter__(self) -> BuildProgress:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def stage(self, description: str) -> None:
+        """A new stage (debootstrap, node image): always shown."""
+        if self.progress is not None:
+            self.task = self.progress.add_task(description, total=None)
+        else:
+            self.console.print(f"[lab build] {description}", highlight=False, soft_wrap=True)
+
+    def step(self, step: int, total: int, description: str) -> None:
+        """A numbered step of the current stage: shown in logs too."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(
+                self.task, total=total, completed=step - 1, description=description
+            )
+        else:
+            self.console.print(
+                f"[lab build] step {step}/{total}: {description}", highlight=False, soft_wrap=True
+            )
+
+    def detail(self, description: str) -> None:
+        """Chatter inside a step (package names, downloads): terminal only."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=description)
+
+    def done(self, description: str) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, description=description, completed=1, total=1)
+        else:
+            self.console.print(f"[lab build] {description}", highlight=False, soft_wrap=True)
+
+
+def _stream(cmd: list[str], log_path: Path, progress: BuildProgress) -> Iterator[str]:
     """Run ``cmd``, tee its output to ``log_path``, yield lines, fail with the log tail."""
     with log_path.open("w") as log:
         proc = subprocess.Popen(
@@ -189,7 +254,7 @@ def _stream(cmd: list[str], log_path: Path, progress: Progress, task_id: int) ->
         )
 
 
-def _build_rootfs(console: Console, progress: Progress) -> str:
+def _build_rootfs(progress: BuildProgress) -> str:
     ref = f"{ROOTFS_REPOSITORY}:{rootfs_tag()}"
     if podman.image_exists(ref):
         return ref
@@ -197,7 +262,7 @@ def _build_rootfs(console: Console, progress: Progress) -> str:
         raise LabError("debootstrap is not installed", hint="run `make lab-deps` (apt-get)")
     mirror = debian_mirror()
     log_path = cache_dir() / f"rootfs-{rootfs_tag()}.log"
-    task = progress.add_task("debootstrap: starting", total=None)
+    progress.stage(f"debootstrap {SUITE} (log: {log_path})")
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="rootfs-") as scratch:
         target = Path(scratch) / "rootfs"
         cmd = [
@@ -208,10 +273,10 @@ def _build_rootfs(console: Console, progress: Progress) -> str:
             str(target),
             mirror,
         ]
-        for line in _stream(cmd, log_path, progress, task):
+        for line in _stream(cmd, log_path, progress):
             if line.startswith("I: "):
-                progress.update(task, description=f"debootstrap: {line[3:60]}")
-        progress.update(task, description="importing the root file system")
+                progress.detail(f"debootstrap: {line[3:60]}")
+        progress.detail("importing the root file system")
         tar = subprocess.Popen(["tar", "-C", str(target), "-c", "."], stdout=subprocess.PIPE)
         imported = subprocess.run(
             ["podman", "import", "-q", "-", ref],
@@ -223,34 +288,31 @@ def _build_rootfs(console: Console, progress: Progress) -> str:
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise LabError("podman import of the root file system failed", detail=imported.stderr)
-    progress.update(task, description=f"root file system {ref}", completed=1, total=1)
+    progress.done(f"root file system {ref}")
     return ref
 
 
-def _build_node(console: Console, progress: Progress, base: str) -> str:
+def _build_node(progress: BuildProgress, base: str, rebuild: bool) -> str:
     ref = node_image_ref()
     settings = pip_settings()
     log_path = cache_dir() / f"node-{node_tag()}.log"
     cmd = ["podman", "build", "--layers", "-t", ref, "--build-arg", f"BASE_IMAGE={base}"]
+    if rebuild:
+        cmd.append("--no-cache")
     for key, value in settings.build_args.items():
         cmd += ["--build-arg", f"{key}={value}"]
     for volume in settings.volumes:
         cmd += ["-v", volume]
     cmd += ["-f", str(ASSETS_DIR / "Containerfile"), str(ASSETS_DIR)]
-    task = progress.add_task("node image: starting", total=None)
-    for line in _stream(cmd, log_path, progress, task):
+    progress.stage(f"node image {ref} (log: {log_path})")
+    for line in _stream(cmd, log_path, progress):
         match = STEP_PATTERN.match(line)
         if match:
             step, total, what = match.groups()
-            progress.update(
-                task,
-                total=int(total),
-                completed=int(step) - 1,
-                description=f"node image: {what[:70]}",
-            )
+            progress.step(int(step), int(total), what[:70])
         elif line.strip():
-            progress.update(task, description=f"node image: {line.strip()[:70]}")
-    progress.update(task, description=f"node image {ref}", completed=1, total=1)
+            progress.detail(line.strip()[:70])
+    progress.done(f"node image {ref} built")
     return ref
 
 
@@ -259,16 +321,8 @@ def ensure_image(console: Console, rebuild: bool = False) -> str:
     ref = node_image_ref()
     if podman.image_exists(ref) and not rebuild:
         return ref
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        base = _build_rootfs(console, progress)
-        return _build_node(console, progress, base)
+    with BuildProgress(console) as progress:
+        return _build_node(progress, _build_rootfs(progress), rebuild)
 
 
 def prune_old_images(console: Console) -> list[str]:
