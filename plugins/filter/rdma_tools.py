@@ -152,7 +152,12 @@ def fabric_checks(ibdev2netdev_stdout, ethtool_results, rdma_devices, ping_resul
         what = f"{netdev} -> {peer}"
         if not address:
             findings.append(
-                _finding(what, False, f"{what}: {peer} has no IPv4 address on {netdev}")
+                _finding(
+                    what,
+                    False,
+                    f"{what}: {peer} has no IPv4 address on {netdev} "
+                    "(its link is down, or cx7_network has not run there)",
+                )
             )
             continue
         result = results.get(f"{netdev}>{peer}", {})
