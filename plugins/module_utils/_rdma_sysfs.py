@@ -26,6 +26,15 @@ import os
 import re
 import time
 
+from ansible.module_utils.basic import env_fallback
+
+# The modules' shared sysfs_root option (documented in doc_fragments/rdma_sysfs.py).
+SYSFS_ROOT_OPTION = {
+    "type": "path",
+    "default": "/sys",
+    "fallback": (env_fallback, ["LLMFLEET_SYSFS_ROOT"]),
+}
+
 GID_TYPE_ROCE_V1 = "IB/RoCE v1"
 GID_TYPE_ROCE_V2 = "RoCE v2"
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"

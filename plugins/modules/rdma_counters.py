@@ -34,13 +34,6 @@ options:
       - Port number of the device (ConnectX-7 functions on a DGX Spark have port 1 only).
     type: int
     default: 1
-  sysfs_root:
-    description:
-      - Where sysfs is mounted. The tree read is C(<sysfs_root>/class/infiniband).
-      - When not set, the environment variable E(LLMFLEET_SYSFS_ROOT) on the managed node is
-        used if present, else C(/sys).
-    type: path
-    default: /sys
   counters:
     description:
       - Only read these counters (file names in the C(counters) directory, for example
@@ -55,6 +48,7 @@ options:
     type: float
     default: 0
 extends_documentation_fragment:
+  - llmfleet.cluster.rdma_sysfs
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -196,8 +190,9 @@ rates:
 """
 
 # Ansible's module layout: documentation first, imports after it.
-from ansible.module_utils.basic import AnsibleModule, env_fallback  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs import (  # noqa: E402
+    SYSFS_ROOT_OPTION,
     UNIT_NOTE,
     RdmaSysfsError,
     counters_in_bytes,
@@ -208,11 +203,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs impor
 ARGUMENT_SPEC = {
     "device": {"type": "str", "required": True},
     "port": {"type": "int", "default": 1},
-    "sysfs_root": {
-        "type": "path",
-        "default": "/sys",
-        "fallback": (env_fallback, ["LLMFLEET_SYSFS_ROOT"]),
-    },
+    "sysfs_root": SYSFS_ROOT_OPTION,
     "counters": {"type": "list", "elements": "str"},
     "sample_seconds": {"type": "float", "default": 0},
 }

@@ -25,13 +25,6 @@ description:
     result is empty and O(ignore:msg) says so.
   - Read-only; never reports a change.
 options:
-  sysfs_root:
-    description:
-      - Where sysfs is mounted. The tree read is C(<sysfs_root>/class/infiniband).
-      - When not set, the environment variable E(LLMFLEET_SYSFS_ROOT) on the managed node is
-        used if present, else C(/sys).
-    type: path
-    default: /sys
   devices:
     description:
       - Only report these RDMA devices (for example V(rocep1s0f1)).
@@ -47,6 +40,7 @@ options:
     type: list
     elements: str
 extends_documentation_fragment:
+  - llmfleet.cluster.rdma_sysfs
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
 attributes:
@@ -263,8 +257,9 @@ ansible_facts:
 """
 
 # Ansible's module layout: documentation first, imports after it.
-from ansible.module_utils.basic import AnsibleModule, env_fallback  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs import (  # noqa: E402
+    SYSFS_ROOT_OPTION,
     RdmaSysfsError,
     device_summary,
     devices_for_netdevs,
@@ -274,11 +269,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs impor
 )
 
 ARGUMENT_SPEC = {
-    "sysfs_root": {
-        "type": "path",
-        "default": "/sys",
-        "fallback": (env_fallback, ["LLMFLEET_SYSFS_ROOT"]),
-    },
+    "sysfs_root": SYSFS_ROOT_OPTION,
     "devices": {"type": "list", "elements": "str"},
     "netdevs": {"type": "list", "elements": "str"},
 }
