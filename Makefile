@@ -14,6 +14,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # Host packages the lab needs: rootful podman on runc, debootstrap for the node image.
 APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar
 CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
+PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=
 
 .PHONY: help demo test test-fast lab-deps venv image lab-up lab-down lab-status lint clean
@@ -28,9 +29,7 @@ lab-deps: ## Install the host packages and podman settings the lab needs (apt, r
 	fi
 	@install -d /etc/containers/containers.conf.d
 	@# runc: crun fails on this kernel's hybrid cgroups; explicit ulimits: no CAP_SYS_RESOURCE.
-	@printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
-	  | cmp -s - $(CONTAINERS_CONF) || \
-	  printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' > $(CONTAINERS_CONF)
+	@printf '$(PODMAN_SETTINGS)' | cmp -s - $(CONTAINERS_CONF) || printf '$(PODMAN_SETTINGS)' > $(CONTAINERS_CONF)
 
 $(VENV)/.installed: pyproject.toml
 	@echo "creating the Python environment in $(VENV)"

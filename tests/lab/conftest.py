@@ -67,6 +67,20 @@ class Lab:
         """Environment that points inventory/lab at this lab."""
         return {"LLMFLEET_LAB": self.name}
 
+    def run(
+        self, *cmd: str, env: dict[str, str] | None = None, timeout: int = 900
+    ) -> subprocess.CompletedProcess[str]:
+        """A controller command (ansible, llmfleet up...) in the checkout, aimed at this lab."""
+        return subprocess.run(
+            list(cmd),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={**os.environ, **self.env(), **(env or {})},
+        )
+
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 
-from .conftest import ROOT, Lab
+from .conftest import Lab
 
 RDMA_SYSFS = "/run/llmfleet-lab/sysfs/class/infiniband"
 HALVES = ("enp1s0f1np1", "enP2p1s0f1np1")
 
 
 def test_every_node_answers_ansible_ping(lab: Lab) -> None:
-    proc = subprocess.run(
-        ["ansible", "all", "-i", "inventory/lab", "-m", "ansible.builtin.ping", "-o"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **lab.env()},
+    proc = lab.run(
+        "ansible", "all", "-i", "inventory/lab", "-m", "ansible.builtin.ping", "-o", timeout=120
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for node in ("spark-1", "spark-2"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time
@@ -15,20 +14,10 @@ from .conftest import ROOT, Lab
 NETPLAN = "/etc/netplan/40-cx7.yaml"
 
 
-def ansible(lab: Lab, *args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        list(args),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={
-            **os.environ,
-            **lab.env(),
-            "ANSIBLE_STDOUT_CALLBACK": "default",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-        },
+def ansible(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    return lab.run(
+        *args,
+        env={"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"},
     )
 
 

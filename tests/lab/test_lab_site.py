@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 
-from .conftest import ROOT, Lab
+from .conftest import Lab
 
 
 def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["llmfleet", "up", "-i", "inventory/lab", "--plain", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-        env={**os.environ, **lab.env()},
-    )
+    return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1200)
 
 
 def test_site_runs_on_the_lab(lab: Lab) -> None:

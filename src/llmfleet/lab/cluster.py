@@ -100,6 +100,11 @@ def _host(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
+def _namespace_exists(namespace: str) -> bool:
+    # `ip netns list` prints "name" or "name (id: N)" per line
+    return namespace in _host("ip", "netns", "list").stdout.split()
+
+
 def _mac(node: Node, ifname: str) -> str:
     """A stable, locally administered MAC per node and interface."""
     digest = hashlib.sha256(f"{node.container}/{ifname}".encode()).digest()
@@ -240,7 +245,7 @@ def wire_fabric(lab: str, nodes: Sequence[Node], ports: Sequence[int]) -> int:
                 created += _wire_direct(nodes[0], nodes[1], ifname)
         return created
     namespace = fabric_namespace(lab)
-    if _host("ip", "netns", "list").stdout.split().count(namespace) == 0:
+    if not _namespace_exists(namespace):
         _host("ip", "netns", "add", namespace)
     for node in nodes:
         for port in ports:
@@ -368,7 +373,7 @@ def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
         podman.run("network", "rm", "-f", lab)
         removed.append(f"network {lab}")
     namespace = fabric_namespace(lab)
-    if namespace in _host("ip", "netns", "list").stdout.split():
+    if _namespace_exists(namespace):
         _host("ip", "netns", "del", namespace)
         removed.append(f"namespace {namespace}")
     return removed
