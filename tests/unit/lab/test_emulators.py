@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _gpu_memory as gm
 
 EMU = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators"
 
@@ -610,3 +611,25 @@ def test_ib_write_bw_server_sees_client_vanish(pair: FakeNode) -> None:
     remote = " remote address: LID 0000 QPN 0x012c PSN 0x0001 RKey 0x000002 VAddr 0x00000000000003"
     assert remote in sout  # printf's %#06x / %#016Lx forms
     assert serr.endswith(" Failed to exchange data between server and clients\n")
+
+
+# --------------------------------------------------------------------------
+# nvidia-smi (GB10)
+def test_nvidia_smi_prints_a_gb10_with_memory_not_available(node: FakeNode) -> None:
+    proc = node.run("nvidia-smi", *gm.NVIDIA_SMI_ARGS)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith("0, NVIDIA GB10, GPU-") and line.endswith("[N/A], [N/A], [N/A]")
+    # The collection's parser reads it as a unified-memory GPU (no framebuffer numbers).
+    rows = gm.parse_nvidia_smi(proc.stdout)
+    assert [(r["name"], r["total"], r["free"]) for r in rows] == [("NVIDIA GB10", None, None)]
+
+    header = node.run("nvidia-smi", "--query-gpu=name,memory.total", "--format=csv").stdout
+    assert header.splitlines() == ["name, memory.total [MiB]", "NVIDIA GB10, [N/A]"]
+    assert node.run("nvidia-smi", "-L").stdout.startswith("GPU 0: NVIDIA GB10 (UUID: GPU-")
+
+
+def test_nvidia_smi_refuses_an_unknown_field_like_the_real_tool(node: FakeNode) -> None:
+    proc = node.run("nvidia-smi", "--query-gpu=index,bogus", "--format=csv")
+    assert proc.returncode == 2
+    assert 'Field "bogus" is not a valid field to query.' in proc.stdout
