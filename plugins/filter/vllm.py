@@ -1,0 +1,140 @@
+"""Filters for launching vLLM: a model profile and a topology become `vllm serve --config` YAML."""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleFilterError
+
+# Profile keys that map one-to-one onto a `vllm serve` option (underscores -> dashes).
+PROFILE_OPTIONS = (
+    "served_model_name",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "gpu_memory_utilization",
+    "kv_cache_dtype",
+    "load_format",
+    "quantization",
+    "dtype",
+    "trust_remote_code",
+    "enable_prefix_caching",
+)
+# Profile keys with their own handling.
+PROFILE_SPECIAL = (
+    "model",
+    "tool_call_parser",
+    "reasoning_parser",
+    "generation_config",
+    "args",
+    "env",
+)
+PROFILE_KEYS = PROFILE_SPECIAL[:1] + PROFILE_OPTIONS + PROFILE_SPECIAL[1:]
+
+LAUNCH_KEYS = (
+    "host",
+    "port",
+    "tensor_parallel_size",
+    "executor",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+)
+EXECUTORS = ("mp", "ray")
+
+
+def _empty(value):
+    return value is None or value in ("", {}, [])
+
+
+def _check_profile(profile):
+    if not isinstance(profile, dict):
+        raise AnsibleFilterError(f"a vLLM profile must be a mapping, got {type(profile).__name__}")
+    unknown = sorted(set(profile) - set(PROFILE_KEYS))
+    if unknown:
+        raise AnsibleFilterError(
+            f"vLLM profile has unknown keys {unknown}; expected some of {list(PROFILE_KEYS)}"
+            " (other vllm serve options go under 'args')"
+        )
+    if _empty(profile.get("model")):
+        raise AnsibleFilterError("vLLM profile has no 'model' (a Hugging Face id or a local path)")
+    for key in ("generation_config", "args", "env"):
+        if not isinstance(profile.get(key) or {}, dict):
+            raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
+
+
+def _check_launch(launch):
+    unknown = sorted(set(launch) - set(LAUNCH_KEYS))
+    if unknown:
+        raise AnsibleFilterError(f"unknown launch keys {unknown}; expected {list(LAUNCH_KEYS)}")
+    executor = launch.get("executor")
+    if executor is not None and executor not in EXECUTORS:
+        raise AnsibleFilterError(f"executor is {executor!r}; expected one of {list(EXECUTORS)}")
+    nnodes = int(launch.get("nnodes") or 1)
+    if nnodes > 1 and executor == "mp":
+        rank = launch.get("node_rank")
+        if rank is None or not 0 <= int(rank) < nnodes:
+            raise AnsibleFilterError(f"node_rank {rank!r} is not in 0..{nnodes - 1}")
+        if _empty(launch.get("master_addr")):
+            raise AnsibleFilterError("a multi-node launch without Ray needs master_addr")
+
+
+def vllm_serve_config(profile, launch):
+    """The `vllm serve --config` mapping for one node.
+
+    ``launch`` says where this node sits: ``host`` (required unless headless) and ``port`` to bind,
+    ``tensor_parallel_size``, ``executor`` (None: vLLM picks, single node;
+    ``mp``: multiprocessing, across nodes with ``nnodes``/``node_rank``/
+    ``master_addr``/``master_port``, every rank but 0 ``--headless``; ``ray``:
+    the Ray executor, run on the head of a running Ray cluster).
+    """
+    _check_profile(profile)
+    launch = dict(launch or {})
+    _check_launch(launch)
+    config = {"model": profile["model"]}
+    for key in PROFILE_OPTIONS:
+        value = profile.get(key)
+        if not _empty(value) and value is not False:
+            config[key.replace("_", "-")] = value
+    if not _empty(profile.get("tool_call_parser")):
+        # Claude Code sends tools with tool_choice=auto: without both flags every request is a 400.
+        config["enable-auto-tool-choice"] = True
+        config["tool-call-parser"] = profile["tool_call_parser"]
+    if not _empty(profile.get("reasoning_parser")):
+        config["reasoning-parser"] = profile["reasoning_parser"]
+    if not _empty(profile.get("generation_config")):
+        config["override-generation-config"] = json.dumps(
+            profile["generation_config"], separators=(",", ":"), sort_keys=True
+        )
+
+    nnodes = int(launch.get("nnodes") or 1)
+    rank = int(launch.get("node_rank") or 0)
+    headless = nnodes > 1 and launch.get("executor") == "mp" and rank > 0
+    if not headless:
+        if _empty(launch.get("host")):
+            raise AnsibleFilterError("the API needs an explicit bind address (launch 'host')")
+        config["host"] = str(launch["host"])
+        config["port"] = int(launch.get("port") or 8000)
+    if int(launch.get("tensor_parallel_size") or 1) > 1:
+        config["tensor-parallel-size"] = int(launch["tensor_parallel_size"])
+    executor = launch.get("executor")
+    if executor is not None:
+        config["distributed-executor-backend"] = executor
+    if nnodes > 1 and executor == "mp":
+        config["nnodes"] = nnodes
+        config["node-rank"] = rank
+        config["master-addr"] = str(launch["master_addr"])
+        config["master-port"] = int(launch.get("master_port") or 29501)
+        if headless:
+            config["headless"] = True
+    for key, value in (profile.get("args") or {}).items():
+        config[str(key).replace("_", "-")] = value
+    return config
+
+
+class FilterModule:
+    """vLLM launch filters."""
+
+    def filters(self):
+        return {"vllm_serve_config": vllm_serve_config}

@@ -1,0 +1,154 @@
+"""vllm_serve_config: profiles and topologies become the options vllm serve reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.vllm import (
+    FilterModule,
+    vllm_serve_config,
+)
+
+ROLE_DEFAULTS = Path(__file__).parents[4] / "roles" / "vllm_server" / "defaults" / "main.yml"
+PROFILES = yaml.safe_load(ROLE_DEFAULTS.read_text())["vllm_server_profiles"]
+TINY = {
+    "model": "/opt/models/llmfleet-tiny",
+    "served_model_name": "tiny",
+    "tool_call_parser": "hermes",
+}
+
+
+def test_single_node_tensor_parallel_binds_explicitly() -> None:
+    config = vllm_serve_config(
+        PROFILES["minimax_m21_gh200"], {"host": "0.0.0.0", "port": 8000, "tensor_parallel_size": 2}
+    )
+    assert config == {
+        "model": "/models/MiniMax-M2.1-FP8-INT4-AWQ",
+        "served-model-name": "MiniMax-M2.1-FP8",
+        "max-model-len": 163840,
+        "max-num-seqs": 16,
+        "gpu-memory-utilization": 0.95,
+        "trust-remote-code": True,
+        "enable-auto-tool-choice": True,
+        "tool-call-parser": "minimax_m2",
+        "reasoning-parser": "minimax_m2_append_think",
+        "override-generation-config": json.dumps(
+            {
+                "frequency_penalty": 0.4,
+                "repetition_penalty": 1.1,
+                "temperature": 1,
+                "top_k": 40,
+                "top_p": 0.95,
+            },
+            separators=(",", ":"),
+        ),
+        "host": "0.0.0.0",
+        "port": 8000,
+        "tensor-parallel-size": 2,
+        "disable-uvicorn-access-log": True,
+    }
+
+
+def test_ray_launch_runs_on_the_head_with_the_ray_executor() -> None:
+    config = vllm_serve_config(
+        PROFILES["minimax_m27_two_sparks"],
+        {
+            "host": "0.0.0.0",
+            "port": 8000,
+            "tensor_parallel_size": 2,
+            "executor": "ray",
+            "nnodes": 2,
+            "node_rank": 0,
+            "master_addr": "192.168.100.11",
+        },
+    )
+    assert config["distributed-executor-backend"] == "ray"
+    assert config["tensor-parallel-size"] == 2
+    # Ray places the ranks: none of the multiprocessing rendezvous options.
+    assert not {"nnodes", "node-rank", "master-addr", "master-port", "headless"} & set(config)
+    for key, value in {
+        "load-format": "fastsafetensors",
+        "kv-cache-dtype": "fp8",
+        "gpu-memory-utilization": 0.82,
+        "max-num-batched-tokens": 8192,
+        "enable-prefix-caching": True,
+    }.items():
+        assert config[key] == value
+
+
+@pytest.mark.parametrize(("rank", "headless"), [(0, False), (1, True)])
+def test_multi_node_without_ray(rank: int, headless: bool) -> None:
+    config = vllm_serve_config(
+        TINY,
+        {
+            "host": "0.0.0.0",
+            "port": 8000,
+            "tensor_parallel_size": 2,
+            "executor": "mp",
+            "nnodes": 2,
+            "node_rank": rank,
+            "master_addr": "192.168.100.11",
+            "master_port": 29501,
+        },
+    )
+    tail = {
+        "tensor-parallel-size": 2,
+        "distributed-executor-backend": "mp",
+        "nnodes": 2,
+        "node-rank": rank,
+        "master-addr": "192.168.100.11",
+        "master-port": 29501,
+    }
+    assert {k: config[k] for k in tail} == tail
+    assert ("headless" in config) is headless
+    # Only rank 0 serves the API.
+    assert ("port" in config) is not headless
+
+
+def test_tool_parser_always_comes_with_auto_tool_choice() -> None:
+    config = vllm_serve_config({"model": "m", "tool_call_parser": "hermes"}, {"host": "::"})
+    assert config["enable-auto-tool-choice"] is True
+    assert "enable-auto-tool-choice" not in vllm_serve_config({"model": "m"}, {"host": "::"})
+
+
+def test_every_shipped_profile_renders_and_round_trips_through_yaml() -> None:
+    assert set(PROFILES) >= {
+        "minimax_m27_two_sparks",
+        "minimax_m21_gh200",
+        "qwen3_vl_two_sparks",
+        "tiny_lab",
+    }
+    for profile in PROFILES.values():
+        config = vllm_serve_config(profile, {"host": "127.0.0.1", "tensor_parallel_size": 2})
+        assert yaml.safe_load(yaml.safe_dump(config, sort_keys=False)) == config
+        assert all("_" not in key for key in config)
+
+
+@pytest.mark.parametrize(
+    ("profile", "launch", "message"),
+    [
+        ({"model": "m", "max_len": 4}, {}, "unknown keys ['max_len']"),
+        ({"served_model_name": "x"}, {}, "has no 'model'"),
+        ({"model": "m", "env": ["A=1"]}, {}, "'env' must be a mapping"),
+        ({"model": "m"}, {"host": "::", "executor": "spark"}, "executor is 'spark'"),
+        (
+            {"model": "m"},
+            {"executor": "mp", "nnodes": 2, "node_rank": 2, "master_addr": "a"},
+            "node_rank 2 is not in 0..1",
+        ),
+        ({"model": "m"}, {"executor": "mp", "nnodes": 2, "node_rank": 0}, "needs master_addr"),
+        ({"model": "m"}, {"rank": 1}, "unknown launch keys ['rank']"),
+        ({"model": "m"}, {"port": 8000}, "needs an explicit bind address"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_key(profile: dict, launch: dict, message: str) -> None:
+    with pytest.raises(AnsibleFilterError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        vllm_serve_config(profile, launch)
+
+
+def test_filter_is_registered() -> None:
+    assert FilterModule().filters()["vllm_serve_config"] is vllm_serve_config
