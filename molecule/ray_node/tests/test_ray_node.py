@@ -1,0 +1,73 @@
+"""A two-node Ray cluster in Docker whose workers inherit the fabric environment."""
+
+from __future__ import annotations
+
+import json
+
+HEAD = "molecule-spark-1"
+ADDRESS = {"molecule-spark-1": "192.168.100.11", "molecule-spark-2": "192.168.100.12"}
+# Runs on the head: one task pinned to each node, each reporting what its worker sees.
+PROBE = """
+import json, os, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init(address="auto", logging_level="ERROR")
+@ray.remote(num_cpus=0)
+def where():
+    return {k: os.environ.get(k) for k in ("GLOO_SOCKET_IFNAME", "NCCL_IB_DISABLE",
+            "RAY_prestart_worker_first_driver", "VLLM_HOST_IP")}
+nodes = [n for n in ray.nodes() if n["Alive"]]
+pin = [NodeAffinitySchedulingStrategy(n["NodeID"], soft=False) for n in nodes]
+refs = [where.options(scheduling_strategy=strategy).remote() for strategy in pin]
+print(json.dumps({
+    "nodes": sorted(n["NodeManagerAddress"] for n in nodes),
+    "object_store": sorted(n["Resources"].get("object_store_memory", 0) for n in nodes),
+    "workers": sorted(ray.get(refs), key=lambda e: e["VLLM_HOST_IP"]),
+}))
+"""
+
+
+def inspect(host) -> dict:
+    return json.loads(host.check_output("docker inspect llmfleet-ray"))[0]
+
+
+def test_container_is_supervised_and_never_removed(host) -> None:
+    info = inspect(host)
+    assert info["State"]["Running"] is True
+    assert info["HostConfig"]["RestartPolicy"]["Name"] == "always"
+    assert info["HostConfig"]["AutoRemove"] is False
+    assert info["HostConfig"]["NetworkMode"] == "host"
+    assert info["HostConfig"]["ShmSize"] == 1 << 30
+    args = info["Args"]
+    name = host.backend.get_hostname()
+    assert args[args.index("--node-ip-address") + 1] == ADDRESS[name]
+    assert args[args.index("--object-store-memory") + 1] == "536870912"
+    if name == HEAD:
+        assert "--head" in args
+    else:
+        assert args[args.index("--address") + 1] == "192.168.100.11:6379"
+
+
+def test_environment_is_given_at_creation(host) -> None:
+    env = dict(item.split("=", 1) for item in inspect(host)["Config"]["Env"])
+    assert env["RAY_prestart_worker_first_driver"] == "0"
+    assert env["RAY_memory_usage_threshold"] == "0.97"
+    assert env["GLOO_SOCKET_IFNAME"] == "enp1s0f1np1"
+    assert env["NCCL_IB_DISABLE"] == "1"
+
+
+def test_ray_workers_on_both_nodes_inherit_the_fabric_environment(host) -> None:
+    if host.backend.get_hostname() != HEAD:
+        return
+    out = host.check_output("printf '%%s' %s | docker exec -i llmfleet-ray python -", PROBE)
+    result = json.loads(out.splitlines()[-1])
+    assert result["nodes"] == ["192.168.100.11", "192.168.100.12"]
+    assert result["object_store"] == [536870912.0, 536870912.0]
+    for worker, address in zip(
+        result["workers"], ["192.168.100.11", "192.168.100.12"], strict=True
+    ):
+        assert worker == {
+            "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
+            "NCCL_IB_DISABLE": "1",
+            "RAY_prestart_worker_first_driver": "0",
+            "VLLM_HOST_IP": address,
+        }
