@@ -1,0 +1,92 @@
+"""vLLM in Docker: supervised, configured from serve.yaml, the key only in a root-only file."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+KEY = "molecule-test-key-1234"
+URL = "http://127.0.0.1:8000"
+
+
+@pytest.fixture
+def api(host):
+    if host.backend.get_hostname() != "molecule-spark-1":
+        pytest.skip("vLLM runs on molecule-spark-1 only")
+    return host
+
+
+def status(host, path: str, *headers: str, body: str | None = None) -> int:
+    cmd = "curl -s -o /dev/null -w '%%{http_code}' -m 120"
+    args: list[str] = []
+    for header in headers:
+        cmd += " -H %s"
+        args.append(header)
+    if body is not None:
+        cmd += " -H 'content-type: application/json' -d %s"
+        args.append(body)
+    return int(host.check_output(cmd + " %s", *args, URL + path))
+
+
+def inspect(host) -> dict:
+    return json.loads(host.check_output("docker inspect llmfleet-vllm"))[0]
+
+
+def test_container_is_supervised_and_never_removed(api) -> None:
+    info = inspect(api)
+    assert info["State"]["Running"] is True
+    assert info["HostConfig"]["RestartPolicy"]["Name"] == "always"
+    assert info["HostConfig"]["AutoRemove"] is False
+    assert info["Config"]["Entrypoint"] == ["vllm"]
+    assert info["Config"]["Cmd"] == ["serve", "--config", "/etc/llmfleet/vllm/serve.yaml"]
+
+
+def test_options_come_from_serve_yaml(api) -> None:
+    serve = api.file("/etc/llmfleet/vllm/serve.yaml")
+    assert serve.mode == 0o644
+    content = serve.content_string
+    for line in (
+        "model: /opt/models/llmfleet-tiny",
+        "served-model-name: llmfleet-tiny",
+        "enable-auto-tool-choice: true",
+        "tool-call-parser: hermes",
+        "host: 0.0.0.0",
+        "port: 8000",
+    ):
+        assert line in content.splitlines()
+    assert "nnodes" not in content and "headless" not in content
+
+
+def test_api_key_only_in_a_root_only_file(api) -> None:
+    env_file = api.file("/etc/llmfleet/vllm/vllm.env")
+    assert (env_file.user, env_file.mode) == ("root", 0o600)
+    assert f"VLLM_API_KEY={KEY}" in env_file.content_string.splitlines()
+    assert KEY not in api.file("/etc/llmfleet/vllm/serve.yaml").content_string
+    assert KEY not in " ".join(inspect(api)["Args"])
+    cmdlines = api.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
+    assert "vllm serve" in cmdlines and KEY not in cmdlines
+
+
+def test_both_apis_answer_with_the_key_and_refuse_without(api) -> None:
+    bearer = f"Authorization: Bearer {KEY}"
+    chat = json.dumps(
+        {"model": "llmfleet-tiny", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert status(api, "/v1/chat/completions", bearer, body=chat) == 200
+    assert status(api, "/v1/messages", bearer, "anthropic-version: 2023-06-01", body=chat) == 200
+    assert status(api, "/v1/chat/completions", body=chat) == 401
+    assert status(api, "/v1/messages", "anthropic-version: 2023-06-01", body=chat) == 401
+
+
+def test_killed_server_comes_back_by_itself(api) -> None:
+    before = inspect(api)["RestartCount"]
+    # From the node: the container's PID 1 ignores SIGKILL sent from inside it.
+    api.check_output("kill -9 %s", str(inspect(api)["State"]["Pid"]))
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(5)
+        if inspect(api)["RestartCount"] > before and status(api, "/health") == 200:
+            return
+    raise AssertionError("vLLM did not come back within 300 s of being killed")
