@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,6 +81,14 @@ class Lab:
             check=False,
             env={**os.environ, **self.env(), **(env or {})},
         )
+
+
+def changed_counts(output: str) -> dict[str, int]:
+    """changed= per lab host from a play recap."""
+    return {
+        m[0]: int(m[1])
+        for m in re.findall(r"^(spark-\d+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)
+    }
 
 
 @pytest.fixture(scope="session")

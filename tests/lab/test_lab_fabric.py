@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import time
 
 import pytest
 
-from .conftest import ROOT, Lab
+from .conftest import ROOT, Lab, changed_counts
 
 NETPLAN = "/etc/netplan/40-cx7.yaml"
 
@@ -25,16 +24,9 @@ def playbook(lab: Lab, name: str, *extra: str) -> subprocess.CompletedProcess[st
     return ansible(lab, "ansible-playbook", "-i", "inventory/lab", name, *extra)
 
 
-def changed_counts(output: str) -> dict[str, int]:
-    return {
-        m[0]: int(m[1])
-        for m in re.findall(r"^(spark-\d+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)
-    }
-
-
 @pytest.fixture(scope="module")
 def converged(lab: Lab) -> Lab:
-    first = playbook(lab, "playbooks/spark_cluster.yml")
+    first = playbook(lab, "playbooks/fabric.yml")
     assert first.returncode == 0, first.stdout[-5000:]
     return lab
 
@@ -49,13 +41,13 @@ def test_fabric_converges_with_both_halves_addressed(converged: Lab) -> None:
 
 
 def test_second_converge_changes_nothing(converged: Lab) -> None:
-    again = playbook(converged, "playbooks/spark_cluster.yml")
+    again = playbook(converged, "playbooks/fabric.yml")
     assert again.returncode == 0, again.stdout[-5000:]
     assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 0}, again.stdout[-3000:]
 
 
 def test_check_diff_on_the_converged_lab_changes_nothing(converged: Lab) -> None:
-    check = playbook(converged, "playbooks/spark_cluster.yml", "--check", "--diff")
+    check = playbook(converged, "playbooks/fabric.yml", "--check", "--diff")
     assert check.returncode == 0, check.stdout[-5000:]
     assert changed_counts(check.stdout) == {"spark-1": 0, "spark-2": 0}, check.stdout[-3000:]
 
@@ -113,7 +105,7 @@ def test_same_subnet_on_both_halves_is_refused_before_writing(converged: Lab) ->
     subnets = json.dumps({"enp1s0f1np1": "192.168.100.0/24", "enP2p1s0f1np1": "192.168.100.0/24"})
     run = playbook(
         converged,
-        "playbooks/spark_cluster.yml",
+        "playbooks/fabric.yml",
         "-e",
         json.dumps(
             {"llmfleet_fabric_subnets": json.loads(subnets), "cx7_network_netplan_file": candidate}

@@ -1,26 +1,198 @@
-"""`llmfleet up` runs site.yml on the lab through ansible-runner."""
+"""`llmfleet up` runs site.yml on the lab: fabric, preflight, Gloo environment, a real
+two-node Ray cluster and vLLM (CPU build) with tensor parallel 2 across spark-1 and
+spark-2 over the CX7-named links."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 
-from .conftest import Lab
+import pytest
+
+from .conftest import Lab, changed_counts
+
+KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+COUNTERS = "/run/llmfleet-lab/sysfs/class/infiniband/rocep1s0f1/ports/1/counters"
 
 
 def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1200)
+    return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1800)
 
 
-def test_site_runs_on_the_lab(lab: Lab) -> None:
+def curl(lab: Lab, path: str, *headers: str, body: dict | None = None) -> tuple[int, str]:
+    """HTTP status and body of a request to spark-1's API, from spark-1."""
+    cmd = "curl -s -m 300 -w '\\n%{http_code}'"
+    for header in headers:
+        cmd += f" -H '{header}'"
+    if body is not None:
+        cmd += f" -H 'content-type: application/json' -d '{json.dumps(body)}'"
+    out = lab.out("spark-1", f"{cmd} http://127.0.0.1:8000{path}", timeout=330)
+    text, _, code = out.rpartition("\n")
+    return int(code), text
+
+
+def chat(max_tokens: int = 16, **extra: object) -> dict:
+    return {
+        "model": "llmfleet-tiny",
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "Write a Python function."}],
+        **extra,
+    }
+
+
+def fabric_words(lab: Lab) -> int:
+    """spark-2's emulated RDMA data counters on the first CX7 half (4-byte words)."""
+    out = lab.out("spark-2", f"cat {COUNTERS}/port_xmit_data {COUNTERS}/port_rcv_data")
+    return sum(int(value) for value in out.split())
+
+
+def wait_healthy(lab: Lab, seconds: int = 420) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if lab.sh("spark-1", "curl -sf -m 5 localhost:8000/health", check=False).returncode == 0:
+            return
+        time.sleep(5)
+    logs = {
+        node: lab.out(node, "journalctl -u llmfleet-vllm -n 30 --no-pager -o cat")
+        for node in ("spark-1", "spark-2")
+    }
+    raise AssertionError(f"vLLM is not healthy after {seconds} s: {logs}")
+
+
+@pytest.fixture(scope="module")
+def site(lab: Lab) -> subprocess.CompletedProcess[str]:
+    return run_up(lab)
+
+
+def test_site_runs_on_the_lab(site: subprocess.CompletedProcess[str]) -> None:
+    assert site.returncode == 0, site.stdout[-6000:] + site.stderr[-2000:]
+    assert "spark-1 : ok=" in site.stdout and "spark-2 : ok=" in site.stdout
+    assert "enp1s0f1np1 up mtu" in site.stdout  # the report play shows the fabric
+    assert "Ray at 192.168.100.11:6379: 2 nodes" in site.stdout
+    assert "serves llmfleet-tiny (tensor parallel 2)" in site.stdout
+    assert "spark-1 (llmfleet-tiny) answered in" in site.stdout  # the final chat request
+
+
+def test_vllm_runs_tensor_parallel_2_across_both_nodes_without_ray(lab: Lab, site) -> None:
+    rank0 = lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml")
+    rank1 = lab.out("spark-2", "cat /etc/llmfleet/vllm/serve.yaml")
+    for line in (
+        "tensor-parallel-size: 2",
+        "distributed-executor-backend: mp",
+        "nnodes: 2",
+        "master-addr: 192.168.100.11",
+        "master-port: 29501",
+    ):
+        assert line in rank0.splitlines() and line in rank1.splitlines()
+    assert "node-rank: 0" in rank0 and "headless" not in rank0
+    assert "node-rank: 1" in rank1 and "headless: true" in rank1
+    for node in ("spark-1", "spark-2"):
+        assert lab.out(node, "systemctl is-active llmfleet-vllm").strip() == "active"
+        assert "GLOO_SOCKET_IFNAME=enp1s0f1np1" in lab.out(node, "cat /etc/llmfleet/nccl.env")
+    log = lab.out("spark-1", "journalctl -u llmfleet-vllm --no-pager -o cat")
+    assert "world_size=2" in log and "tcp://192.168.100.11:29501 backend=gloo" in log
+
+
+def test_ray_cluster_has_both_nodes(lab: Lab, site) -> None:
+    status = lab.out("spark-1", "/opt/vllm/bin/ray status --address 192.168.100.11:6379")
+    active = status.split("Active:")[1].split("Pending:")[0]
+    assert len([line for line in active.splitlines() if "node_" in line]) == 2, status
+    env = lab.out("spark-2", "cat /proc/$(systemctl show -p MainPID --value llmfleet-ray)/environ")
+    assert "RAY_prestart_worker_first_driver=0" in env.split("\0")
+
+
+def test_both_apis_answer_with_the_key_and_refuse_without(lab: Lab, site) -> None:
+    bearer = f"Authorization: Bearer {KEY}"
+    code, text = curl(lab, "/v1/chat/completions", bearer, body=chat())
+    assert code == 200, text
+    assert json.loads(text)["choices"][0]["message"]["role"] == "assistant"
+    code, text = curl(lab, "/v1/messages", bearer, "anthropic-version: 2023-06-01", body=chat())
+    assert code == 200, text
+    assert json.loads(text)["type"] == "message"
+    assert curl(lab, "/v1/chat/completions", body=chat())[0] == 401
+    assert curl(lab, "/v1/messages", "anthropic-version: 2023-06-01", body=chat())[0] == 401
+    assert curl(lab, "/v1/models", "Authorization: Bearer wrong-key")[0] == 401
+
+
+def test_the_key_is_never_on_a_command_line_or_readable_by_others(lab: Lab, site) -> None:
+    for node in ("spark-1", "spark-2"):
+        assert lab.out(node, "stat -c '%U %a' /etc/llmfleet/vllm/vllm.env").split() == [
+            "root",
+            "600",
+        ]
+        cmdlines = lab.out(node, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; true")
+        assert "vllm serve --config /etc/llmfleet/vllm/serve.yaml" in cmdlines
+        assert KEY not in cmdlines
+        assert KEY not in lab.out(node, "cat /etc/systemd/system/llmfleet-vllm.service")
+
+
+def test_a_request_crosses_the_fabric(lab: Lab, site) -> None:
+    """Tensor parallel all-reduces go over spark-2's CX7 link: its counters rise far more
+    during a 256-token request than while idle for as long."""
+    before = fabric_words(lab)
+    started = time.monotonic()
+    code, text = curl(
+        lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat(256, ignore_eos=True)
+    )
+    elapsed = time.monotonic() - started
+    during = fabric_words(lab) - before
+    assert code == 200 and json.loads(text)["usage"]["completion_tokens"] == 256, text
+    before = fabric_words(lab)
+    time.sleep(elapsed)
+    idle = fabric_words(lab) - before
+    assert during > 4 * idle + 25_000, f"{during} words during the request, {idle} idle"
+
+
+def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None:
+    lab.sh("spark-1", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")
+    time.sleep(10)
+    wait_healthy(lab)
+    restarts = lab.out("spark-1", "systemctl show -p NRestarts --value llmfleet-vllm")
+    assert int(restarts) >= 1
+    code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+    assert code == 200, text
+
+
+def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "spark-1 : ok=" in proc.stdout
-    assert "spark-2 : ok=" in proc.stdout
-    assert "enp1s0f1np1 up mtu" in proc.stdout  # the report play shows the fabric
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert changed_counts(proc.stdout) == {"spark-1": 0, "spark-2": 0}, proc.stdout[-6000:]
 
 
-def test_site_in_check_mode_changes_nothing(lab: Lab) -> None:
+def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) -> None:
+    """vLLM's CPU build cannot execute on Ray: the Ray launch is proven by what the role
+    would write, in check mode on the serving lab (the unit on the head only, serve.yaml
+    with the Ray executor on every node that runs it, the mp ranks retired)."""
+    proc = lab.run(
+        "ansible-playbook",
+        "-i",
+        "inventory/lab",
+        "tests/lab/playbooks/vllm_server.yml",
+        "--check",
+        "--diff",
+        "-e",
+        "vllm_server_executor=ray",
+        "-e",
+        "vllm_server_deployment=container",
+        env={"ANSIBLE_STDOUT_CALLBACK": "default"},
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    out = proc.stdout
+    assert (
+        "+ExecStart=/usr/bin/docker exec --env RAY_ADDRESS --env-file /etc/llmfleet/nccl.env "
+        "--env-file /etc/llmfleet/vllm/vllm.env llmfleet-ray "
+        "vllm serve --config /etc/llmfleet/vllm/serve.yaml"
+    ) in out
+    assert "+Environment=RAY_ADDRESS=192.168.100.11:6379" in out
+    assert "+distributed-executor-backend: ray" in out
+    assert "-nnodes: 2" in out and "-headless: true" not in out
+    # spark-2 runs no vLLM under Ray: its headless rank and watchdog would be stopped.
+    assert changed_counts(out)["spark-2"] >= 2
+    assert "ray://" not in out
+
+
+def test_site_in_check_mode_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab, "--check", "--diff")
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    assert "changed=0" in proc.stdout
-    assert "changed=1" not in proc.stdout
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert changed_counts(proc.stdout) == {"spark-1": 0, "spark-2": 0}, proc.stdout[-6000:]
