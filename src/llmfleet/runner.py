@@ -43,6 +43,9 @@ from llmfleet.paths import ansible_env, collection_root
 TAIL_LINES = 20
 # Tasks whose message is meant for the user (reports): shown in both display modes.
 DEBUG_ACTIONS = frozenset({"debug", "ansible.builtin.debug", "ansible.legacy.debug"})
+# Asserts with a success_msg are reports too ("Ray at ...: 2 nodes"); their default is not.
+ASSERT_ACTIONS = frozenset({"assert", "ansible.builtin.assert", "ansible.legacy.assert"})
+ASSERT_DEFAULT_MSG = "All assertions passed"
 MAX_ITEM_FAILURES = 3
 OUTPUT_KEYS: tuple[str, ...] = ("stderr", "stdout", "module_stderr", "module_stdout")
 NO_LOG_NOTICE = "output hidden: no_log: true is set on this task"
@@ -359,7 +362,10 @@ class _Progress:
             st.changed += int(changed)
             word, style = ("changed", "yellow") if changed else ("ok", "green")
             self._line(host, word, label, style)
-            if data.get("task_action") in DEBUG_ACTIONS:
+            action = data.get("task_action")
+            if action in DEBUG_ACTIONS or (
+                action in ASSERT_ACTIONS and res.get("msg") != ASSERT_DEFAULT_MSG
+            ):
                 self._debug_message(host, res)
         elif kind == "runner_on_skipped":
             st.skipped += 1
@@ -383,7 +389,8 @@ class _Progress:
         row.task = label
 
     def _debug_message(self, host: str, res: Mapping[str, Any]) -> None:
-        """What a playbook chose to show the user (debug tasks), in both display modes."""
+        """What a playbook chose to show the user (debug tasks, assert success messages),
+        in both display modes."""
         if is_censored(res) or "msg" not in res:
             return
         msg = res["msg"]

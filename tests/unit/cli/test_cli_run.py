@@ -114,6 +114,13 @@ def test_debug_messages_reach_the_user(fake_collection: Any, play: Callable[[str
             "      ansible.builtin.debug:\n"
             "        msg: s3cr3t-value\n"
             "      no_log: true\n"
+            "    - name: Check with a report\n"
+            "      ansible.builtin.assert:\n"
+            "        that: true\n"
+            "        success_msg: endpoint answers\n"
+            "    - name: Check without one\n"
+            "      ansible.builtin.assert:\n"
+            "        that: true\n"
         )
     )
     code, out = _up(fake_collection)
@@ -121,3 +128,5 @@ def test_debug_messages_reach_the_user(fake_collection: Any, play: Callable[[str
     assert "[localhost] first line\n" in out
     assert "[localhost] second line\n" in out
     assert "s3cr3t-value" not in out
+    assert "[localhost] endpoint answers\n" in out
+    assert "All assertions passed" not in out
