@@ -366,7 +366,7 @@ def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
     removed: list[str] = []
     for container in lab_nodes(lab):
         name = container["Names"][0]
-        podman.run("rm", "-f", "-t", "5", name)
+        podman.remove_container(name)
         podman.run("volume", "rm", "-f", f"{name}-containers", check=False)
         removed.append(name)
     if podman.network_exists(lab):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from typing import Any
 
 from llmfleet.lab.errors import LabError
@@ -48,6 +49,27 @@ def inspect(name: str) -> dict[str, Any]:
     out = run("inspect", "--type", "container", name)
     data: list[dict[str, Any]] = json.loads(out.stdout)
     return data[0]
+
+
+def container_exists(name: str) -> bool:
+    return run("container", "exists", name, check=False).returncode == 0
+
+
+def remove_container(name: str, attempts: int = 3) -> None:
+    """``podman rm -f``, again if the kill raced the container's own shutdown.
+
+    A node busy shutting down (vLLM ranks, Ray) can stop by itself between podman's
+    SIGKILL and its removal; podman then reports "container state improper"."""
+    for attempt in range(1, attempts + 1):
+        proc = run("rm", "-f", "-t", "5", name, check=False)
+        if proc.returncode == 0 or not container_exists(name):
+            return
+        if attempt == attempts:
+            raise LabError(
+                f"podman rm failed (exit {proc.returncode})",
+                detail=(proc.stderr or proc.stdout).strip()[-2000:],
+            )
+        time.sleep(2)
 
 
 def network_exists(name: str) -> bool:
