@@ -93,6 +93,8 @@ def changed_counts(output: str) -> dict[str, int]:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
+    # What an interrupted earlier session left (a half-removed lab) must not decide this one.
+    llmfleet("lab", "down", "--name", TEST_LAB)
     llmfleet("lab", "up", "--name", TEST_LAB)
     yield Lab(TEST_LAB)
     llmfleet("lab", "down", "--name", TEST_LAB)
