@@ -189,7 +189,7 @@ def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) ->
     assert "-nnodes: 2" in out and "-headless: true" not in out
     # spark-2 runs no vLLM under Ray: its headless rank and watchdog would be stopped.
     assert changed_counts(out)["spark-2"] >= 2
-    assert "ray://" not in out
+    assert "RAY_ADDRESS=ray://" not in out
 
 
 def test_site_in_check_mode_changes_nothing(lab: Lab, site) -> None:
