@@ -38,6 +38,15 @@ H100_UUIDS = (
 )
 GB10 = "NVIDIA GB10"
 GB10_UUID = "GPU-2dee1e25-b3b5-007e-2b55-79f2d0f2ebe5"
+# What both probes give for a GB10: no framebuffer numbers (unified memory).
+GB10_UNIFIED_ROW = {
+    "index": 0,
+    "name": GB10,
+    "uuid": GB10_UUID,
+    "total": None,
+    "free": None,
+    "used": None,
+}
 
 # Two H100 80GB as nvidia-smi prints them: 81559 MiB total, 554 MiB reserved by the
 # driver (in neither free nor used); GPU 1 has a 59.6 GiB process on it.
@@ -337,14 +346,7 @@ def test_parse_nvidia_smi_discrete() -> None:
 @pytest.mark.parametrize("na", ["[N/A]", "N/A", "[Not Supported]"])
 def test_parse_nvidia_smi_unified_memory_fields_are_none(na: str) -> None:
     (row,) = gm.parse_nvidia_smi(f"\n0, {GB10}, {GB10_UUID}, {na}, {na}, {na}\n\n")
-    assert row == {
-        "index": 0,
-        "name": GB10,
-        "uuid": GB10_UUID,
-        "total": None,
-        "free": None,
-        "used": None,
-    }
+    assert row == GB10_UNIFIED_ROW
 
 
 def test_parse_nvidia_smi_keeps_a_name_with_a_comma() -> None:
@@ -423,14 +425,7 @@ def test_query_nvml_not_supported_memory_is_unified() -> None:
     fake = gb10_nvml()
     fake.name_as_bytes = True  # older nvidia-ml-py releases return bytes
     (row,) = gm.query_nvml(fake.module())
-    assert row == {
-        "index": 0,
-        "name": GB10,
-        "uuid": GB10_UUID,
-        "total": None,
-        "free": None,
-        "used": None,
-    }
+    assert row == GB10_UNIFIED_ROW
 
 
 @pytest.mark.parametrize(
