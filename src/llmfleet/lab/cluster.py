@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from rich.console import Console
 
 from llmfleet.lab import podman
 from llmfleet.lab.errors import LabError
-from llmfleet.lab.image import ensure_image, node_image_ref
+from llmfleet.lab.image import ensure_image, host_ca_bundle, node_image_ref
 
 DEFAULT_LAB = "llmfleet-lab"
 LAB_LABEL = "llmfleet.lab"
@@ -38,6 +39,8 @@ CX7_PORTS: dict[int, tuple[str, str]] = {
 }
 SETTINGS_FILE = "/etc/llmfleet-lab/settings.json"
 EMULATED_SYSFS = "/run/llmfleet-lab/sysfs"
+# Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
+NODE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BOOT_TIMEOUT_S = 180
 FABRIC_MTU_MAX = 9216
 
@@ -142,9 +145,24 @@ def _create_node(lab: str, node: Node, image: str) -> None:
         f"llmfleet.lab.index={node.index}",
         "-v",
         f"{node.storage_volume}:/var/lib/containers",
+        *_trust_options(),
         image,
         "/sbin/init",
     )
+
+
+def _trust_options() -> list[str]:
+    """Let nodes reach the package registries as this machine does (npm, pip, apt over TLS):
+    its certificate bundle in place of theirs, and its proxy settings."""
+    options: list[str] = []
+    bundle = host_ca_bundle()
+    if bundle:
+        options += ["-v", f"{bundle}:{NODE_CA_BUNDLE}:ro"]
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"):
+        value = os.environ.get(name) or os.environ.get(name.lower())
+        if value:
+            options += ["--env", f"{name}={value}"]
+    return options
 
 
 def hostname_of(container: str) -> str:

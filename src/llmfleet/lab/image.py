@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,6 +147,18 @@ def _pip_config_value(key: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def host_ca_bundle(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The certificate bundle this machine trusts (it may hold a TLS-inspecting proxy's CA)."""
+    env = os.environ if environ is None else environ
+    cert = (
+        env.get("PIP_CERT")
+        or env.get("REQUESTS_CA_BUNDLE")
+        or env.get("SSL_CERT_FILE")
+        or _pip_config_value("global.cert")
+    )
+    return Path(cert) if cert and Path(cert).is_file() else None
+
+
 def pip_settings(environ: dict[str, str] | None = None) -> PipSettings:
     """Find-links folders, the certificate bundle and proxies of the machine that builds."""
     env = os.environ if environ is None else environ
@@ -156,13 +168,8 @@ def pip_settings(environ: dict[str, str] | None = None) -> PipSettings:
     if local_links:
         settings.build_args["PIP_FIND_LINKS"] = " ".join(local_links)
         settings.volumes += [f"{p}:{p}:ro" for p in local_links]
-    cert = (
-        env.get("PIP_CERT")
-        or env.get("REQUESTS_CA_BUNDLE")
-        or env.get("SSL_CERT_FILE")
-        or _pip_config_value("global.cert")
-    )
-    if cert and Path(cert).is_file():
+    cert = host_ca_bundle(env)
+    if cert:
         settings.build_args["PIP_CERT"] = BUILD_CERT_PATH
         settings.volumes.append(f"{cert}:{BUILD_CERT_PATH}:ro")
     for name in ("HTTPS_PROXY", "HTTP_PROXY"):
