@@ -1,0 +1,155 @@
+"""The launchd agents of mlx_server and claude_code_router, rendered from the roles'
+templates as a Mac would get them, are valid property lists with the keys launchd needs;
+keys are in their environment and never on a command line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import plistlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+HOME = "/Users/dev"
+EXTRA_VARS = {
+    "mlx_server_owner": "dev",
+    "mlx_server_home": HOME,
+    "mlx_server_host": "0.0.0.0",
+    "mlx_server_port": 8003,
+    "mlx_server_api_key": "mlx-secret",
+    "mlx_server_served_model_name": "qwen2.5-coder-32b",
+    "mlx_server_env": {"HF_HOME": "/Volumes/models/hf"},
+    "claude_code_router_owner": "dev",
+    "claude_code_router_home": HOME,
+    "claude_code_router_api_key": "router-secret",
+    "claude_code_router_upstream_api_key": "upstream-secret",
+    "claude_code_router_upstream_url": "http://127.0.0.1:8003",
+    "claude_code_router_model": "qwen2.5-coder-32b",
+    "__claude_code_router_node_path": "/opt/homebrew/bin/node",
+}
+LAUNCHD_KEYS = {
+    "Label",
+    "ProgramArguments",
+    "EnvironmentVariables",
+    "RunAtLoad",
+    "KeepAlive",
+    "StandardOutPath",
+    "StandardErrorPath",
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("macos")
+    proc = subprocess.run(
+        [
+            "ansible-playbook",
+            str(HERE / "render_macos_files.yml"),
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps(
+                {**EXTRA_VARS, "out_dir": str(out), "ansible_python_interpreter": sys.executable}
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def load(path: Path) -> dict:
+    with path.open("rb") as handle:
+        plist = plistlib.load(handle)
+    assert isinstance(plist, dict)
+    return plist
+
+
+def test_vllm_mlx_agent(rendered: Path) -> None:
+    plist = load(rendered / "vllm-mlx.plist")
+    assert set(plist) >= LAUNCHD_KEYS
+    assert plist["Label"] == "com.llmfleet.vllm-mlx"
+    assert plist["RunAtLoad"] is True and plist["KeepAlive"] is True
+    venv = f"{HOME}/.local/share/llmfleet/vllm-mlx"
+    argv = plist["ProgramArguments"]
+    assert argv[:4] == [
+        f"{venv}/bin/python",
+        f"{venv}/bin/llmfleet-vllm-mlx",
+        "serve",
+        "mlx-community/Qwen2.5-Coder-32B-Instruct-8bit",
+    ]
+    pairs = dict(itertools.pairwise(argv))
+    assert pairs["--host"] == "0.0.0.0" and pairs["--port"] == "8003"
+    assert pairs["--served-model-name"] == "qwen2.5-coder-32b"
+    assert pairs["--tool-call-parser"] == "hermes"
+    assert "--enable-auto-tool-choice" in argv and "--continuous-batching" in argv
+    assert "--api-key" not in argv and "mlx-secret" not in argv
+    env = plist["EnvironmentVariables"]
+    assert env["VLLM_MLX_API_KEY"] == "mlx-secret"
+    assert env["HF_HOME"] == "/Volumes/models/hf" and env["HOME"] == HOME
+    assert plist["StandardOutPath"] == f"{HOME}/Library/Logs/llmfleet/vllm-mlx.log"
+    assert plist["StandardErrorPath"] == plist["StandardOutPath"]
+
+
+def test_claude_code_router_agent(rendered: Path) -> None:
+    plist = load(rendered / "claude-code-router.plist")
+    assert set(plist) >= LAUNCHD_KEYS
+    assert plist["Label"] == "com.llmfleet.claude-code-router"
+    assert plist["RunAtLoad"] is True and plist["KeepAlive"] is True
+    assert plist["ProgramArguments"] == [
+        "/opt/homebrew/bin/node",
+        f"{HOME}/.local/share/llmfleet/claude-code-router/node_modules/"
+        "@musistudio/claude-code-router/dist/cli.js",
+        "start",
+    ]
+    assert plist["EnvironmentVariables"] == {
+        "HOME": HOME,
+        "LLMFLEET_CCR_API_KEY": "router-secret",
+        "LLMFLEET_UPSTREAM_API_KEY": "upstream-secret",
+    }
+    assert plist["StandardOutPath"] == f"{HOME}/Library/Logs/llmfleet/claude-code-router.log"
+
+
+def test_the_launcher_hands_the_key_to_vllm_mlx_but_not_to_ps(
+    rendered: Path, tmp_path: Path
+) -> None:
+    """The launcher with a stand-in vllm_mlx.cli that reports what it received and what
+    the process's command line (what ps shows) holds."""
+    package = tmp_path / "vllm_mlx"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        "import json, os, sys\n"
+        "def main():\n"
+        "    cmdline = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+        "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': [c.decode() for c in cmdline if c],"
+        " 'env_key': os.environ.get('VLLM_MLX_API_KEY')}))\n"
+        "    return 0\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(rendered / "llmfleet-vllm-mlx"),
+            "serve",
+            "some/model",
+            "--port",
+            "8003",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "VLLM_MLX_API_KEY": "mlx-secret"},
+    )
+    seen = json.loads(proc.stdout)
+    assert seen["argv"] == ["serve", "some/model", "--port", "8003", "--api-key", "mlx-secret"]
+    assert "mlx-secret" not in " ".join(seen["cmdline"])
+    assert seen["env_key"] is None, "the key stays in the environment of vllm-mlx's children"
