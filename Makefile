@@ -52,10 +52,9 @@ lab-down: venv ## Remove the lab
 lab-status: venv ## Show the lab
 	$(LLMFLEET) lab status
 
-demo: lab-deps venv ## Build and start the lab, run site.yml on it, show what runs
+demo: lab-deps venv ## Build and start the lab, run site.yml on it; it ends with the command that starts Claude Code
 	$(LLMFLEET) lab up
 	$(LLMFLEET) up -i inventory/lab
-	$(LLMFLEET) lab status
 
 test: lab-deps venv ## Run every test and quality gate
 	$(LLMFLEET) lab build

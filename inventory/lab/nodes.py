@@ -32,20 +32,53 @@ def lab_containers() -> list[dict]:
     return sorted(json.loads(out or "[]"), key=lambda c: int(c["Labels"]["llmfleet.lab.index"]))
 
 
+def management_ips(names: list[str]) -> dict[str, str]:
+    """Each node's address on the lab network (what this machine reaches it at)."""
+    if not names:
+        return {}
+    try:
+        out = subprocess.run(
+            ["podman", "inspect", "--format", "json", *names],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        sys.stderr.write(f"lab inventory: podman inspect failed: {error}\n")
+        return {}
+    return {
+        item["Name"].lstrip("/"): network.get("IPAddress", "")
+        for item in json.loads(out or "[]")
+        for name, network in item["NetworkSettings"]["Networks"].items()
+        if name == LAB
+    }
+
+
 def inventory() -> dict:
-    hostvars = {}
-    for container in lab_containers():
+    hostvars: dict[str, dict] = {}
+    containers = lab_containers()
+    addresses = management_ips([c["Names"][0] for c in containers])
+    for container in containers:
         hostname = container["Labels"]["llmfleet.lab.node"]
         hostvars[hostname] = {
             "ansible_host": container["Names"][0],
             "llmfleet_lab_node_index": int(container["Labels"]["llmfleet.lab.index"]),
+            "llmfleet_lab_management_ip": addresses.get(container["Names"][0], ""),
         }
     hosts = list(hostvars)
+    # This machine is the lab's Claude Code client; the first node runs claude-code-router.
+    hostvars["localhost"] = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+    }
     return {
         "_meta": {"hostvars": hostvars},
-        "all": {"children": ["sparks", "lab"]},
+        "all": {"children": ["sparks", "lab", "claude_code_routers", "claude_clients"]},
         "sparks": {"hosts": hosts},
         "lab": {"hosts": hosts},
+        "claude_code_routers": {"hosts": hosts[:1]},
+        "claude_clients": {"hosts": ["localhost"] if hosts else []},
     }
 
 

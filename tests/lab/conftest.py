@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -60,6 +61,17 @@ class Lab:
     def out(self, node: str, script: str, timeout: int = 120) -> str:
         return self.sh(node, script, timeout=timeout).stdout
 
+    def management_ip(self, node: str) -> str:
+        """The node's address on the lab network, as this machine reaches it."""
+        out = subprocess.run(
+            ["podman", "inspect", "--format", "json", self.container(node)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+        return str(json.loads(out)[0]["NetworkSettings"]["Networks"][self.name]["IPAddress"])
+
     def cli(self, *args: str) -> str:
         """``llmfleet lab ARGS --name <this lab>``."""
         return llmfleet("lab", *args, "--name", self.name)
@@ -84,10 +96,11 @@ class Lab:
 
 
 def changed_counts(output: str) -> dict[str, int]:
-    """changed= per lab host from a play recap."""
+    """changed= per lab host (nodes, and this machine as the Claude Code client) from a
+    play recap."""
     return {
         m[0]: int(m[1])
-        for m in re.findall(r"^(spark-\d+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)
+        for m in re.findall(r"^(spark-\d+|localhost)\s+: ok=\d+\s+changed=(\d+)", output, re.M)
     }
 
 
@@ -98,6 +111,17 @@ def lab() -> Iterator[Lab]:
     llmfleet("lab", "up", "--name", TEST_LAB)
     yield Lab(TEST_LAB)
     llmfleet("lab", "down", "--name", TEST_LAB)
+
+
+def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    """`llmfleet up` (site.yml) on the lab."""
+    return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1800)
+
+
+@pytest.fixture(scope="session")
+def site(lab: Lab) -> subprocess.CompletedProcess[str]:
+    """The lab after one `llmfleet up`: fabric, Ray, vLLM, claude-code-router, Claude Code."""
+    return run_up(lab)
 
 
 FABRIC_TEST_ADDRESSES = {

@@ -7,17 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
-import pytest
-
-from .conftest import Lab, changed_counts
+from .conftest import Lab, changed_counts, run_up
 
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+NOTHING_CHANGED = {"spark-1": 0, "spark-2": 0, "localhost": 0}
 COUNTERS = "/run/llmfleet-lab/sysfs/class/infiniband/rocep1s0f1/ports/1/counters"
-
-
-def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1800)
 
 
 def curl(lab: Lab, path: str, *headers: str, body: dict | None = None) -> tuple[int, str]:
@@ -60,11 +56,6 @@ def wait_healthy(lab: Lab, seconds: int = 420) -> None:
     raise AssertionError(f"vLLM is not healthy after {seconds} s: {logs}")
 
 
-@pytest.fixture(scope="module")
-def site(lab: Lab) -> subprocess.CompletedProcess[str]:
-    return run_up(lab)
-
-
 def test_site_runs_on_the_lab(site: subprocess.CompletedProcess[str]) -> None:
     assert site.returncode == 0, site.stdout[-6000:] + site.stderr[-2000:]
     assert "spark-1 : ok=" in site.stdout and "spark-2 : ok=" in site.stdout
@@ -72,6 +63,9 @@ def test_site_runs_on_the_lab(site: subprocess.CompletedProcess[str]) -> None:
     assert "Ray at 192.168.100.11:6379: 2 nodes" in site.stdout
     assert "serves llmfleet-tiny (tensor parallel 2)" in site.stdout
     assert "spark-1 (llmfleet-tiny) answered in" in site.stdout  # the final chat request
+    # The one command a user types to start Claude Code against the lab.
+    wrapper = Path.home() / ".local" / "bin" / "claude-local"
+    assert f"Start it with: {wrapper}" in " ".join(site.stdout.split())
 
 
 def test_vllm_runs_tensor_parallel_2_across_both_nodes_without_ray(lab: Lab, site) -> None:
@@ -157,7 +151,7 @@ def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab)
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert changed_counts(proc.stdout) == {"spark-1": 0, "spark-2": 0}, proc.stdout[-6000:]
+    assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
 
 
 def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) -> None:
@@ -195,4 +189,4 @@ def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) ->
 def test_site_in_check_mode_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-6000:]
-    assert changed_counts(proc.stdout) == {"spark-1": 0, "spark-2": 0}, proc.stdout[-6000:]
+    assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
