@@ -17,39 +17,34 @@ import sys
 LAB = os.environ.get("LLMFLEET_LAB", "llmfleet-lab")
 
 
-def lab_containers() -> list[dict]:
+def podman_json(*args: str) -> list[dict]:
+    """The JSON a podman command prints ([] when podman fails: an empty inventory)."""
     try:
         out = subprocess.run(
-            ["podman", "ps", "--filter", f"label=llmfleet.lab={LAB}", "--format", "json"],
+            ["podman", *args, "--format", "json"],
             capture_output=True,
             text=True,
             check=True,
             timeout=60,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as error:
-        sys.stderr.write(f"lab inventory: podman ps failed: {error}\n")
+        sys.stderr.write(f"lab inventory: podman {args[0]} failed: {error}\n")
         return []
-    return sorted(json.loads(out or "[]"), key=lambda c: int(c["Labels"]["llmfleet.lab.index"]))
+    return json.loads(out or "[]")
+
+
+def lab_containers() -> list[dict]:
+    containers = podman_json("ps", "--filter", f"label=llmfleet.lab={LAB}")
+    return sorted(containers, key=lambda c: int(c["Labels"]["llmfleet.lab.index"]))
 
 
 def management_ips(names: list[str]) -> dict[str, str]:
     """Each node's address on the lab network (what this machine reaches it at)."""
     if not names:
         return {}
-    try:
-        out = subprocess.run(
-            ["podman", "inspect", "--format", "json", *names],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError) as error:
-        sys.stderr.write(f"lab inventory: podman inspect failed: {error}\n")
-        return {}
     return {
         item["Name"].lstrip("/"): network.get("IPAddress", "")
-        for item in json.loads(out or "[]")
+        for item in podman_json("inspect", *names)
         for name, network in item["NetworkSettings"]["Networks"].items()
         if name == LAB
     }
