@@ -32,8 +32,29 @@ def cx7_interfaces(facts):
     return result
 
 
+def cx7_drift(facts, netdevs, mtu, addresses=None):
+    """Say how each planned netdev on the host differs from the plan (MTU, and the planned
+    ``address/prefix`` when one is given); netdevs the host lacks are not judged here."""
+    drift = []
+    for name in netdevs:
+        fact = facts.get(name.replace("-", "_"))
+        if fact is None:
+            continue
+        live_mtu = int(fact.get("mtu", 0) or 0)
+        if live_mtu != int(mtu):
+            drift.append(f"{name}: MTU {live_mtu}, planned {int(mtu)}")
+        planned = (addresses or {}).get(name)
+        if planned:
+            address = planned.split("/")[0]
+            live = [fact.get("ipv4", {}).get("address")]
+            live += [a.get("address") for a in fact.get("ipv4_secondaries", [])]
+            if address not in live:
+                drift.append(f"{name}: no {address}, planned {planned}")
+    return drift
+
+
 class FilterModule:
     """ConnectX-7 fact filters."""
 
     def filters(self):
-        return {"cx7_interfaces": cx7_interfaces}
+        return {"cx7_interfaces": cx7_interfaces, "cx7_drift": cx7_drift}

@@ -21,6 +21,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
+    # Tests of the bare lab (links, counters, the fabric roles, which pull cables and reset
+    # MTUs) run before the tests of the served lab (`site`), whatever their file names.
+    items.sort(key=lambda item: "site" in getattr(item, "fixturenames", ()))
 
 
 def llmfleet(*args: str, env: dict[str, str] | None = None, timeout: int = 1800) -> str:

@@ -52,6 +52,17 @@ def test_check_diff_on_the_converged_lab_changes_nothing(converged: Lab) -> None
     assert changed_counts(check.stdout) == {"spark-1": 0, "spark-2": 0}, check.stdout[-3000:]
 
 
+def test_an_interface_that_drifted_is_put_back(converged: Lab) -> None:
+    """The netplan file is unchanged, but spark-2's MTU was set by hand: the next converge
+    applies the configuration again on spark-2 alone."""
+    converged.sh("spark-2", "ip link set enp1s0f1np1 mtu 1500")
+    again = playbook(converged, "playbooks/fabric.yml")
+    assert again.returncode == 0, again.stdout[-5000:]
+    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 1}, again.stdout[-3000:]
+    info = json.loads(converged.out("spark-2", "ip -j link show enp1s0f1np1"))[0]
+    assert info["mtu"] == 9000
+
+
 def test_rdma_results_are_saved_on_the_controller(converged: Lab) -> None:
     saved = sorted((ROOT / "artifacts" / "rdma").glob("rdma-*.json"))
     assert saved

@@ -52,3 +52,43 @@ def test_no_interfaces_gathered() -> None:
 
 def test_registered_name() -> None:
     assert FilterModule().filters()["cx7_interfaces"] is cx7_interfaces
+
+
+PLANNED = {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.11/24"}
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (
+            {
+                "enp1s0f1np1": {"mtu": 9000, "ipv4": {"address": "192.168.100.11"}},
+                "enP2p1s0f1np1": {
+                    "mtu": 9000,
+                    "ipv4": {"address": "169.254.3.4"},
+                    "ipv4_secondaries": [{"address": "192.168.101.11"}],
+                },
+            },
+            [],
+        ),
+        (
+            {
+                "enp1s0f1np1": {"mtu": 1500, "ipv4": {"address": "192.168.100.11"}},
+                "enP2p1s0f1np1": {"mtu": 9000},
+            },
+            [
+                "enp1s0f1np1: MTU 1500, planned 9000",
+                "enP2p1s0f1np1: no 192.168.101.11, planned 192.168.101.11/24",
+            ],
+        ),
+        ({"enp1s0f1np1": {"mtu": 9000, "ipv4": {"address": "192.168.100.11"}}}, []),
+    ],
+    ids=["matches", "mtu-and-address", "missing-netdev-not-judged"],
+)
+def test_drift_names_each_difference(facts: dict, expected: list[str]) -> None:
+    assert FilterModule().filters()["cx7_drift"](facts, list(PLANNED), 9000, PLANNED) == expected
+
+
+def test_drift_without_addresses_judges_the_mtu_only() -> None:
+    facts = {"enp1s0f1np1": {"mtu": 9000}}
+    assert FilterModule().filters()["cx7_drift"](facts, ["enp1s0f1np1"], "9000") == []
