@@ -17,7 +17,7 @@ CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
 PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=
 
-.PHONY: help demo test test-fast lab-deps venv image lab-up lab-down lab-status lint clean
+.PHONY: help demo bench test test-fast lab-deps venv image lab-up lab-down lab-status lint clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -55,6 +55,11 @@ lab-status: venv ## Show the lab
 demo: lab-deps venv ## Build and start the lab, run site.yml on it; it ends with the command that starts Claude Code
 	$(LLMFLEET) lab up
 	$(LLMFLEET) up -i inventory/lab
+
+bench: lab-deps venv ## Benchmark the lab's endpoint (serving it first if needed); report in artifacts/bench
+	$(LLMFLEET) lab up
+	$(LLMFLEET) up -i inventory/lab
+	$(LLMFLEET) bench -i inventory/lab
 
 test: lab-deps venv ## Run every test and quality gate
 	$(LLMFLEET) lab build

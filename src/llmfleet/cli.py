@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +16,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from llmfleet import __version__
+from llmfleet.bench import progress_line
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import ENV_HOME, CollectionNotFound, collection_root
 from llmfleet.runner import ExitCode, RunnerError, run_playbook
@@ -209,38 +212,126 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
     ] = None,
 ) -> None:
     """Bring hosts to their configured state."""
+    root = _root()
+    _run(
+        _playbook_path(root, playbook),
+        inventory,
+        root=root,
+        extra_vars=extra_vars,
+        limit=limit,
+        tags=tags,
+        skip_tags=skip_tags,
+        check=check,
+        diff=diff,
+        verbose=verbose,
+        plain=plain,
+    )
+
+
+def _root() -> Path:
     try:
-        root = collection_root()
+        return collection_root()
     except CollectionNotFound as exc:
         raise _fail(str(exc)) from None
+
+
+def _run(
+    pb: Path,
+    inventory: Path,
+    *,
+    root: Path,
+    extra_vars: list[str] | None,
+    plain: bool,
+    verbose: int,
+    status: Callable[[], str | None] | None = None,
+    **options: Any,
+) -> None:
+    """Run a playbook with the live display and exit with its exit code."""
     if not inventory.exists():
         raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
         extravars = parse_extra_vars(extra_vars or [])
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    pb = _playbook_path(root, playbook)
-    console = Console()
     try:
         result = run_playbook(
             pb,
             inventory,
-            limit=limit,
-            tags=tags,
-            skip_tags=skip_tags,
             extravars=extravars,
-            check=check,
-            diff=diff,
             verbosity=verbose,
-            console=console,
+            console=Console(),
             plain=True if plain else None,
             root=root,
+            status=status,
+            **options,
         )
     except RunnerError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", ExitCode.INTERRUPTED) from None
     raise typer.Exit(int(result.exit_code))
+
+
+BENCH_HELP = (
+    "Benchmark the served endpoint: run [cyan]playbooks/bench.yml[/cyan] (the benchmark role) "
+    "against an inventory.\n\n"
+    "Streams chat completions through the matrix in [cyan]benchmark_scenarios[/cyan] (warm-up, "
+    "short prompts at concurrency 4 and 8, a long prompt at 2, concurrency 1/64/256, prefill "
+    "1K/8K/32K), reads the fabric's RDMA counters around the run, and writes JSON, markdown and a "
+    "PNG plot under [cyan]artifacts/bench/[/cyan], compared with the previous run. A progress bar "
+    "shows the scenario and the requests done.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet bench -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet bench -i inventory/lab -e benchmark_max_errors=5[/cyan]"
+)
+
+
+@app.command(help=BENCH_HELP, epilog=EXIT_CODES_EPILOG)
+def bench(
+    inventory: Annotated[
+        Path,
+        typer.Option(
+            "-i",
+            "--inventory",
+            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
+            show_default=False,
+        ),
+    ],
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-e",
+            "--extra-vars",
+            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
+            "repeatable, later ones win.",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
+        ),
+    ] = 0,
+    plain: Annotated[
+        bool,
+        typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
+    ] = False,
+) -> None:
+    """Benchmark the served endpoint."""
+    root = _root()
+    with tempfile.TemporaryDirectory(prefix="llmfleet-bench-") as tmp:
+        progress_file = Path(tmp) / "progress.json"
+        _run(
+            _playbook_path(root, "bench"),
+            inventory,
+            root=root,
+            # Ours first: the user's -e still wins.
+            extra_vars=[f"benchmark_progress_file={progress_file}", *(extra_vars or [])],
+            verbose=verbose,
+            plain=plain,
+            status=lambda: progress_line(progress_file),
+        )
 
 
 def _dist_version(name: str) -> str:

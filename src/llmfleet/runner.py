@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
@@ -245,10 +245,20 @@ def _num(n: int, style: str) -> Text:
 class _Progress:
     """Consumes ansible-runner events; prints failures and (in plain mode) task lines."""
 
-    def __init__(self, console: Console, *, plain: bool, verbosity: int) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        plain: bool,
+        verbosity: int,
+        status: Callable[[], str | None] | None = None,
+    ) -> None:
         self.console = console
         self.plain = plain
         self.verbosity = verbosity
+        # What a long task reports of itself (a benchmark's progress), shown under the table
+        # and, in plain mode, on each retry of the task that waits for it.
+        self.status = status
         self.lock = threading.Lock()
         self.started = time.monotonic()
         self.play = ""
@@ -354,7 +364,9 @@ class _Progress:
             attempts, retries = res.get("attempts", "?"), res.get("retries", "?")
             row.task = f"{label} (retry {attempts}/{retries})"
             if self.plain:
-                self._print(Text(f"[{host}] retrying ({attempts}/{retries}): {label}"))
+                status = self.status() if self.status else None
+                detail = f": {status}" if status else ""
+                self._print(Text(f"[{host}] retrying ({attempts}/{retries}): {label}{detail}"))
             return
         if kind == "runner_on_ok":
             st.ok += 1
@@ -451,9 +463,13 @@ class _Progress:
                     _num(s.unreachable, "bold red"),
                     Text(row.task, style="dim"),
                 )
-            if not self.hosts:
-                return header
-            return Group(header, table)
+            status = self.status() if self.status else None
+            parts: list[RenderableType] = [header]
+            if self.hosts:
+                parts.append(table)
+            if status:
+                parts.append(Text(status, style="bold"))
+            return Group(*parts)
 
 
 def _stats_from_event(data: Mapping[str, Any]) -> dict[str, HostStats]:
@@ -621,13 +637,15 @@ def run_playbook(
     console: Console,
     plain: bool | None = None,
     root: Path | None = None,
+    status: Callable[[], str | None] | None = None,
 ) -> RunResult:
     """Run ``playbook`` against ``inventory`` and return what happened.
 
     ``extravars`` is a mapping, or a sequence of mappings and ``Path``\\ s (YAML/JSON files)
     applied in order, later ones winning as with repeated ``-e``. ``plain`` defaults to "stdout
     is not a terminal". ``root`` (the collection root, for ``ANSIBLE_CONFIG`` and the working
-    directory) defaults to :func:`llmfleet.paths.collection_root`.
+    directory) defaults to :func:`llmfleet.paths.collection_root`. ``status``, when given, is
+    polled for a line of progress of its own (shown live, or on task retries in plain mode).
 
     Raises :class:`RunnerError` when the run cannot start.
     """
@@ -642,7 +660,7 @@ def run_playbook(
     if plain is None:
         plain = not console.is_terminal
 
-    progress = _Progress(console, plain=plain, verbosity=verbosity)
+    progress = _Progress(console, plain=plain, verbosity=verbosity, status=status)
     with tempfile.TemporaryDirectory(prefix="llmfleet-run-") as tmp:
         workdir = Path(tmp)
         cmdline = _extravar_args(extravars, workdir)

@@ -9,6 +9,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from llmfleet import __version__
+from llmfleet.bench import progress_line
 from llmfleet.cli import app, parse_extra_vars
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
 from llmfleet.runner import result_details
@@ -147,3 +148,30 @@ def test_result_details_loop_items() -> None:
     text = _plain(lines)
     assert "item b: bad b" in text and "err-b" in text
     assert "s3cret" not in text and "hidden" in text
+
+
+@pytest.mark.parametrize(
+    ("content", "line"),
+    [
+        (
+            '{"scenario": "sweep_c64", "scenario_index": 6, "scenarios": 10, "done": 64,'
+            ' "requests": 64, "errors": 0, "elapsed_s": 41.6}',
+            "bench 6/10 sweep_c64 [########################] 64/64 requests, 0 errors, 42 s",
+        ),
+        (
+            '{"scenario": "warmup", "scenario_index": 1, "scenarios": 2, "done": 0,'
+            ' "requests": 0, "errors": 0}',
+            "bench 1/2 warmup [........................] 0/0 requests, 0 errors, 0 s",
+        ),
+        ('{"scenario": "half written', None),
+        ('{"done": 1}', None),
+    ],
+)
+def test_bench_progress_line(tmp_path: Path, content: str, line: str | None) -> None:
+    path = tmp_path / "progress.json"
+    path.write_text(content)
+    assert progress_line(path) == line
+
+
+def test_bench_progress_line_before_the_file_exists(tmp_path: Path) -> None:
+    assert progress_line(tmp_path / "missing.json") is None

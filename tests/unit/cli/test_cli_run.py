@@ -130,3 +130,44 @@ def test_debug_messages_reach_the_user(fake_collection: Any, play: Callable[[str
     assert "s3cr3t-value" not in out
     assert "[localhost] endpoint answers\n" in out
     assert "All assertions passed" not in out
+
+
+def test_bench_shows_the_progress_of_the_run_on_retries(
+    fake_collection: Any, play: Callable[[str], str]
+) -> None:
+    """`llmfleet bench` runs playbooks/bench.yml with a progress file of its own and shows
+    what the load generator wrote there while the waiting task retries."""
+    progress = (
+        '{"scenario": "short_c4", "scenario_index": 2, "scenarios": 3, "done": 5,'
+        ' "requests": 10, "errors": 1, "elapsed_s": 3.2}'
+    )
+    (fake_collection.root / "playbooks" / "bench.yml").write_text(
+        play(
+            "    - name: Write progress as the load generator does\n"
+            "      ansible.builtin.copy:\n"
+            "        dest: '{{ benchmark_progress_file }}'\n"
+            f"        content: '{progress}'\n"
+            "        mode: '0600'\n"
+            "    - name: Wait for the benchmark to finish\n"
+            "      ansible.builtin.command: 'true'\n"
+            "      changed_when: false\n"
+            "      register: job\n"
+            "      until: job.attempts | default(1) >= 2\n"
+            "      retries: 3\n"
+            "      delay: 0\n"
+        ),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["bench", "-i", str(fake_collection.inventory), "--plain"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "retrying (1/4): Wait for the benchmark to finish: bench 2/3 short_c4 "
+        "[############............] 5/10 requests, 1 error, 3 s" in result.output
+    ), result.output
+
+
+def test_bench_without_inventory_exits_1(fake_collection: Any) -> None:
+    (fake_collection.root / "playbooks" / "bench.yml").write_text("[]\n", encoding="utf-8")
+    result = runner.invoke(app, ["bench", "-i", "/nonexistent/inventory"])
+    assert result.exit_code == 1
+    assert "inventory not found" in result.output

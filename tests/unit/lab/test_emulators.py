@@ -221,6 +221,19 @@ def test_daemon_publishes_kernel_layout(node: FakeNode) -> None:
     assert not list(node.ib.rglob(".*"))  # no temp files left behind
 
 
+def test_frozen_counters_hold_while_traffic_crosses_the_link(node: FakeNode) -> None:
+    """rdma_counters_frozen.<dev>=true: the link carries bytes, the RDMA counters stay (as
+    with NCCL's socket fallback); unfreezing catches up with the link."""
+    node.daemon_once()
+    node.settings(rdma_counters_frozen={"rocep1s0f1": True})
+    node.set_stat("enp1s0f1np1", "tx_bytes", 40_000_000)
+    node.daemon_once()
+    assert node.port_file("rocep1s0f1", "counters/port_xmit_data") == "1000000\n"
+    node.settings(rdma_counters_frozen={"rocep1s0f1": False})
+    node.daemon_once()
+    assert node.port_file("rocep1s0f1", "counters/port_xmit_data") == "10000000\n"
+
+
 def test_daemon_follows_counters_state_and_removal(node: FakeNode) -> None:
     node.daemon_once()
     node.set_stat("enp1s0f1np1", "tx_bytes", 40_000_000)
