@@ -23,6 +23,14 @@ def test_every_node_answers_ansible_ping(lab: Lab) -> None:
         )
 
 
+def test_nodes_reach_each_other_on_the_lab_network(lab: Lab) -> None:
+    """Each node has its own machine-id, so its own MAC on eth0 and a route to the others
+    (Prometheus on one node scrapes the others there)."""
+    ids = {node: lab.out(node, "cat /etc/machine-id").strip() for node in ("spark-1", "spark-2")}
+    assert len(set(ids.values())) == 2, ids
+    lab.sh("spark-1", f"ping -c 1 -W 5 {lab.management_ip('spark-2')}")
+
+
 def test_lab_status_reports_nodes_and_links(lab: Lab) -> None:
     status = json.loads(lab.cli("status", "--json"))
     assert [node["hostname"] for node in status["nodes"]] == ["spark-1", "spark-2"]
