@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 from .conftest import Lab, changed_counts, run_up
@@ -190,3 +192,28 @@ def test_site_in_check_mode_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab, "--check", "--diff")
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
+
+
+def prometheus(lab: Lab, expr: str) -> list[dict]:
+    """An instant query to Prometheus on spark-1, from this machine over the lab network."""
+    url = (
+        f"http://{lab.management_ip('spark-1')}:9090/api/v1/query?query={urllib.parse.quote(expr)}"
+    )
+    with urllib.request.urlopen(url, timeout=30) as response:
+        answer = json.load(response)
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def test_prometheus_scrapes_the_endpoint_and_every_node(lab: Lab, site) -> None:
+    deadline = time.monotonic() + 120
+    while True:  # a scrape interval or two after the converge
+        running = prometheus(lab, "vllm:num_requests_running")
+        nodes = {r["metric"]["instance"]: r["value"][1] for r in prometheus(lab, 'up{job="node"}')}
+        if (running and nodes == {"spark-1": "1", "spark-2": "1"}) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert [r["metric"]["instance"] for r in running] == ["spark-1"], running
+    assert nodes == {"spark-1": "1", "spark-2": "1"}, nodes
+    memory = prometheus(lab, "node_memory_MemAvailable_bytes")
+    assert {r["metric"]["instance"] for r in memory} == {"spark-1", "spark-2"}
