@@ -663,38 +663,25 @@ def render_png(record, previous_record=None):
         axes[0][0].text(0.5, 0.5, "no measured scenarios", ha="center", va="center")
     else:
         ttft, latency, tokens, errors = axes.flat
-        _bars(
-            ttft,
-            scenarios,
-            previous,
-            [
+        panels = [
+            (ttft, "Time to first token", "ms", [
                 ("ttft_p50", "p50", 1000.0, "tab:blue"),
                 ("ttft_p90", "p90", 1000.0, "tab:orange"),
                 ("ttft_p99", "p99", 1000.0, "tab:red"),
-            ],
-        )
-        _axis_setup(ttft, scenarios, "Time to first token", "ms")
-        _bars(
-            latency,
-            scenarios,
-            previous,
-            [
+            ]),
+            (latency, "Request latency", "s", [
                 ("latency_p50", "p50", 1.0, "tab:blue"),
                 ("latency_p90", "p90", 1.0, "tab:orange"),
                 ("latency_p99", "p99", 1.0, "tab:red"),
-            ],
-        )
-        _axis_setup(latency, scenarios, "Request latency", "s")
-        _bars(
-            tokens,
-            scenarios,
-            previous,
-            [
+            ]),
+            (tokens, "Throughput", "tokens/s", [
                 ("output_tokens_per_s", "output", 1.0, "tab:green"),
                 ("decode_tokens_per_s", "decode", 1.0, "tab:olive"),
-            ],
-        )
-        _axis_setup(tokens, scenarios, "Throughput", "tokens/s")
+            ]),
+        ]  # fmt: skip
+        for axis, title, unit, series in panels:
+            _bars(axis, scenarios, previous, series)
+            _axis_setup(axis, scenarios, title, unit)
         # errors (left axis) and requests per second (right axis) share the panel
         rate_axis = errors.twinx()
         width_each = 0.4

@@ -156,17 +156,41 @@ def _playbook_path(root: Path, name: str | None) -> Path:
     return path
 
 
+# Options that `up` and `bench` share.
+InventoryOption = Annotated[
+    Path,
+    typer.Option(
+        "-i",
+        "--inventory",
+        help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
+        show_default=False,
+    ),
+]
+ExtraVarsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-e",
+        "--extra-vars",
+        help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
+        "repeatable, later ones win.",
+        show_default=False,
+    ),
+]
+VerboseOption = Annotated[
+    int,
+    typer.Option(
+        "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
+    ),
+]
+PlainOption = Annotated[
+    bool,
+    typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
+]
+
+
 @app.command(help=UP_HELP, epilog=EXIT_CODES_EPILOG)
 def up(  # noqa: PLR0917 - typer maps parameters to options
-    inventory: Annotated[
-        Path,
-        typer.Option(
-            "-i",
-            "--inventory",
-            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
-            show_default=False,
-        ),
-    ],
+    inventory: InventoryOption,
     limit: Annotated[
         str | None,
         typer.Option("--limit", "-l", help="Only these hosts/groups (ansible pattern)."),
@@ -177,30 +201,13 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
     skip_tags: Annotated[
         str | None, typer.Option("--skip-tags", help="Skip tasks with these tags (comma list).")
     ] = None,
-    extra_vars: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-e",
-            "--extra-vars",
-            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-            "repeatable, later ones win.",
-            show_default=False,
-        ),
-    ] = None,
+    extra_vars: ExtraVarsOption = None,
     check: Annotated[
         bool, typer.Option("--check", help="Dry run: report what would change, change nothing.")
     ] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Show the changes made to files.")] = False,
-    verbose: Annotated[
-        int,
-        typer.Option(
-            "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
-        ),
-    ] = 0,
-    plain: Annotated[
-        bool,
-        typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
-    ] = False,
+    verbose: VerboseOption = 0,
+    plain: PlainOption = False,
     playbook: Annotated[
         str | None,
         typer.Option(
@@ -288,35 +295,10 @@ BENCH_HELP = (
 
 @app.command(help=BENCH_HELP, epilog=EXIT_CODES_EPILOG)
 def bench(
-    inventory: Annotated[
-        Path,
-        typer.Option(
-            "-i",
-            "--inventory",
-            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
-            show_default=False,
-        ),
-    ],
-    extra_vars: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-e",
-            "--extra-vars",
-            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-            "repeatable, later ones win.",
-            show_default=False,
-        ),
-    ] = None,
-    verbose: Annotated[
-        int,
-        typer.Option(
-            "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
-        ),
-    ] = 0,
-    plain: Annotated[
-        bool,
-        typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
-    ] = False,
+    inventory: InventoryOption,
+    extra_vars: ExtraVarsOption = None,
+    verbose: VerboseOption = 0,
+    plain: PlainOption = False,
 ) -> None:
     """Benchmark the served endpoint."""
     root = _root()
