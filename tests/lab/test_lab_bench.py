@@ -98,6 +98,9 @@ def test_claude_code_wall_time_is_measured_with_hyperfine(
     claude = records(results)[0]["claude_code"]
     assert claude["runs"] == 2 and len(claude["times_s"]) == 2
     assert 0 < claude["min_s"] <= claude["mean_s"] <= claude["max_s"]
+    # Each timed run was a successful Claude Code turn (hyperfine fails on any other).
+    last = json.loads(Path("/tmp/llmfleet-bench-repo.last.json").read_text())
+    assert last["type"] == "result" and last["is_error"] is False, last
 
 
 def test_the_report_is_markdown_and_png(
