@@ -71,6 +71,17 @@ class BenchReportError(Exception):
     """Bad input the task must fail on, with a message that says what to change."""
 
 
+# The previous run's values: hollow black circles over this run's bars.
+PREVIOUS_RUN_MARKER = {
+    "linestyle": "none",
+    "marker": "o",
+    "markersize": 7,
+    "markerfacecolor": "none",
+    "markeredgecolor": "black",
+    "markeredgewidth": 1.4,
+}
+
+
 # ---------------------------------------------------------------------------
 # names and times
 # ---------------------------------------------------------------------------
@@ -610,12 +621,7 @@ def _bars(axis, scenarios, previous, series, width=0.8):
             axis.plot(
                 xs,
                 _values(previous, key, scale),
-                linestyle="none",
-                marker="o",
-                markersize=7,
-                markerfacecolor="none",
-                markeredgecolor="black",
-                markeredgewidth=1.4,
+                **PREVIOUS_RUN_MARKER,
             )
 
 
@@ -708,12 +714,7 @@ def render_png(record, previous_record=None):
                 axis.plot(
                     [p + shift for p in positions],
                     _values(previous, key),
-                    linestyle="none",
-                    marker="o",
-                    markersize=7,
-                    markerfacecolor="none",
-                    markeredgecolor="black",
-                    markeredgewidth=1.4,
+                    **PREVIOUS_RUN_MARKER,
                 )
         _axis_setup(errors, scenarios, "Errors and requests per second", "errors")
         rate_axis.set_ylabel("requests/s")
