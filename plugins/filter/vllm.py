@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -28,6 +29,7 @@ PROFILE_SPECIAL = (
     "generation_config",
     "args",
     "env",
+    "model_config",
 )
 PROFILE_KEYS = PROFILE_SPECIAL[:1] + PROFILE_OPTIONS + PROFILE_SPECIAL[1:]
 
@@ -42,6 +44,30 @@ LAUNCH_KEYS = (
     "master_port",
 )
 EXECUTORS = ("mp", "ray")
+# vllm serve options the launch decides (the topology, the bind address) and the key, which
+# reaches vLLM through its environment only: a profile's `args` must not set them.
+ARGS_REFUSED = {
+    "api_key": "the API key reaches vLLM through its environment: set llmfleet_api_key (vaulted)",
+    "host": "set vllm_server_host",
+    "port": "set vllm_server_port",
+    "model": "set the profile's 'model'",
+    "tensor_parallel_size": "it follows vllm_server_nodes and vllm_server_gpus_per_node",
+    "pipeline_parallel_size": "this collection launches tensor parallel layouts only",
+    "data_parallel_size": "this collection launches tensor parallel layouts only",
+    "distributed_executor_backend": "set vllm_server_executor",
+    "nnodes": "it follows vllm_server_nodes",
+    "node_rank": "it follows the host's place in vllm_server_nodes",
+    "master_addr": "it is rank 0's fabric address",
+    "master_port": "set vllm_server_master_port",
+    "headless": "every rank but 0 is headless",
+}
+# Profile keys vLLM reads as whole numbers above 0, and what they count.
+POSITIVE_INTEGERS = {
+    "max_model_len": ("tokens", "e.g. 131072, not '128k'"),
+    "max_num_seqs": ("sequences", "e.g. 16"),
+    "max_num_batched_tokens": ("tokens", "e.g. 8192"),
+}
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 
 
 def _empty(value):
@@ -59,9 +85,61 @@ def _check_profile(profile):
         )
     if _empty(profile.get("model")):
         raise AnsibleFilterError("vLLM profile has no 'model' (a Hugging Face id or a local path)")
-    for key in ("generation_config", "args", "env"):
+    for key in ("generation_config", "args", "env", "model_config"):
         if not isinstance(profile.get(key) or {}, dict):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
+    _check_values(profile)
+
+
+def _positive_integer(value):
+    """The whole number in ``value`` (an int, or a string of digits), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value) or None
+    return None
+
+
+def _check_values(profile):
+    """Refuse the values vLLM would refuse at start (a crash loop under systemd)."""
+    utilization = profile.get("gpu_memory_utilization")
+    if not _empty(utilization):
+        try:
+            fraction = float(utilization)
+        except (TypeError, ValueError):
+            fraction = -1.0
+        if not 0 < fraction <= 1:
+            raise AnsibleFilterError(
+                f"vLLM profile gpu_memory_utilization is {utilization!r}; expected a fraction above"
+                " 0 and at most 1 (e.g. 0.82), the share of each GPU's memory vLLM may take"
+            )
+    for key, (counted, example) in POSITIVE_INTEGERS.items():
+        value = profile.get(key)
+        if not _empty(value) and _positive_integer(value) is None:
+            raise AnsibleFilterError(
+                f"vLLM profile {key} is {value!r}; expected a whole number of {counted} above 0"
+                f" ({example})"
+            )
+    dtype = profile.get("dtype")
+    if not _empty(dtype) and dtype not in DTYPES:
+        raise AnsibleFilterError(f"vLLM profile dtype is {dtype!r}; expected one of {list(DTYPES)}")
+    for key in profile.get("args") or {}:
+        name = str(key).replace("-", "_")
+        if name in ARGS_REFUSED:
+            raise AnsibleFilterError(
+                f"vLLM profile args sets {key!r}, which the role owns: {ARGS_REFUSED[name]}"
+            )
+    for key in profile.get("env") or {}:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+            raise AnsibleFilterError(
+                f"vLLM profile env has {key!r}; expected environment variable names"
+            )
+        if str(key) == "VLLM_API_KEY":
+            raise AnsibleFilterError(
+                "vLLM profile env sets VLLM_API_KEY: set llmfleet_api_key (vaulted) instead"
+            )
 
 
 def _check_launch(launch):

@@ -182,6 +182,16 @@ VerboseOption = Annotated[
         "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
     ),
 ]
+ArtifactsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--artifacts",
+        metavar="DIR",
+        help="Keep ansible-runner's record of the run (job events, output) in DIR, a folder "
+        "per run; DIR is made owner-only (0700). Keys never appear in it.",
+        show_default=False,
+    ),
+]
 PlainOption = Annotated[
     bool,
     typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
@@ -208,6 +218,7 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
     diff: Annotated[bool, typer.Option("--diff", help="Show the changes made to files.")] = False,
     verbose: VerboseOption = 0,
     plain: PlainOption = False,
+    artifacts: ArtifactsOption = None,
     playbook: Annotated[
         str | None,
         typer.Option(
@@ -232,6 +243,7 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
         diff=diff,
         verbose=verbose,
         plain=plain,
+        artifacts=artifacts,
     )
 
 
@@ -277,6 +289,38 @@ def _run(
     except KeyboardInterrupt:
         raise _fail("interrupted", ExitCode.INTERRUPTED) from None
     raise typer.Exit(int(result.exit_code))
+
+
+CHECK_HELP = (
+    "Check an inventory without changing any host: run [cyan]playbooks/validate.yml[/cyan], "
+    "the play that [cyan]llmfleet up[/cyan] starts with.\n\n"
+    "Every host must answer; every role's settings are checked for every host it would run on; "
+    "the model's attention heads against the tensor parallel layout (with the layouts that "
+    "would work); the model on every serving host; ports that collide on one host; keys that "
+    "are placeholders or short. Each failure names the host, the variable, the bad value and "
+    "what is expected.\n\n"
+    "[bold]Example[/bold]\n"
+    "  [cyan]llmfleet check -i inventory/sparks[/cyan]"
+)
+
+
+@app.command(help=CHECK_HELP, epilog=EXIT_CODES_EPILOG)
+def check(
+    inventory: InventoryOption,
+    extra_vars: ExtraVarsOption = None,
+    verbose: VerboseOption = 0,
+    plain: PlainOption = False,
+) -> None:
+    """Check an inventory without changing any host."""
+    root = _root()
+    _run(
+        _playbook_path(root, "validate"),
+        inventory,
+        root=root,
+        extra_vars=extra_vars,
+        verbose=verbose,
+        plain=plain,
+    )
 
 
 BENCH_HELP = (

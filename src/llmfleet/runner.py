@@ -638,6 +638,7 @@ def run_playbook(
     plain: bool | None = None,
     root: Path | None = None,
     status: Callable[[], str | None] | None = None,
+    artifacts: Path | None = None,
 ) -> RunResult:
     """Run ``playbook`` against ``inventory`` and return what happened.
 
@@ -646,6 +647,8 @@ def run_playbook(
     is not a terminal". ``root`` (the collection root, for ``ANSIBLE_CONFIG`` and the working
     directory) defaults to :func:`llmfleet.paths.collection_root`. ``status``, when given, is
     polled for a line of progress of its own (shown live, or on task retries in plain mode).
+    ``artifacts``, when given, keeps ansible-runner's record of the run (its job events and
+    output, under a folder per run) in that directory, created owner-only (0700).
 
     Raises :class:`RunnerError` when the run cannot start.
     """
@@ -683,6 +686,11 @@ def run_playbook(
         }
         if cmdline:
             kwargs["cmdline"] = shlex.join(cmdline)
+        if artifacts is not None:
+            artifacts = artifacts.expanduser().resolve()
+            artifacts.mkdir(mode=0o700, parents=True, exist_ok=True)
+            artifacts.chmod(0o700)
+            kwargs["artifact_dir"] = str(artifacts)
 
         with _sigint_to_cancel(progress):
             if plain:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
@@ -82,6 +84,29 @@ def test_no_log_failure_hides_the_secret(fake_collection: Any, play: Callable[[s
     assert code == 2, out
     assert "[localhost] FAILED: Log in" in out
     assert "no_log" in out  # ansible's censored notice
+    assert secret not in out
+
+
+def test_artifacts_keep_the_run_owner_only_and_without_no_log_values(
+    fake_collection: Any, play: Callable[[str], str], tmp_path: Path
+) -> None:
+    secret = "hunter2-TOPSECRET-in-a-file"
+    fake_collection.write_site(
+        play(
+            "    - name: Write the key\n"
+            "      ansible.builtin.copy:\n"
+            f"        {{content: {secret}, dest: {tmp_path}/key, mode: '0600'}}\n"
+            "      no_log: true\n"
+        )
+    )
+    artifacts = tmp_path / "runs"
+    code, out = _up(fake_collection, "-vvv", "--artifacts", str(artifacts))
+    assert code == 0, out
+    assert stat.S_IMODE(artifacts.stat().st_mode) == 0o700
+    files = [p for p in artifacts.rglob("*") if p.is_file()]
+    assert any(p.parent.name == "job_events" for p in files), files
+    assert [p for p in files if p.name == "stdout"], files
+    assert all(secret not in p.read_text(errors="replace") for p in files)
     assert secret not in out
 
 

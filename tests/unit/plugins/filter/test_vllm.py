@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -148,6 +149,69 @@ def test_every_shipped_profile_renders_and_round_trips_through_yaml() -> None:
 def test_bad_input_is_refused_naming_the_key(profile: dict, launch: dict, message: str) -> None:
     with pytest.raises(AnsibleFilterError, match=message.replace("[", r"\[").replace("]", r"\]")):
         vllm_serve_config(profile, launch)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "gpu_memory_utilization",
+            0,
+            "gpu_memory_utilization is 0; expected a fraction above 0 and at most 1",
+        ),
+        ("gpu_memory_utilization", 1.2, "gpu_memory_utilization is 1.2; expected a fraction"),
+        ("gpu_memory_utilization", "most", "gpu_memory_utilization is 'most'; expected a fraction"),
+        (
+            "max_model_len",
+            "128k",
+            "max_model_len is '128k'; expected a whole number of tokens above 0",
+        ),
+        ("max_model_len", -1, "max_model_len is -1; expected a whole number of tokens"),
+        ("max_num_seqs", 0, "max_num_seqs is 0; expected a whole number of sequences above 0"),
+        ("max_num_seqs", True, "max_num_seqs is True; expected a whole number of sequences"),
+        (
+            "max_num_batched_tokens",
+            2.5,
+            "max_num_batched_tokens is 2.5; expected a whole number of tokens",
+        ),
+        ("dtype", "fp4", "dtype is 'fp4'; expected one of"),
+        (
+            "args",
+            {"api_key": "k"},
+            "args sets 'api_key', which the role owns: the API key reaches vLLM through its env",
+        ),
+        ("args", {"api-key": "k"}, "args sets 'api-key', which the role owns"),
+        (
+            "args",
+            {"tensor-parallel-size": 3},
+            "args sets 'tensor-parallel-size', which the role owns: it follows vllm_server_nodes",
+        ),
+        ("args", {"port": 9000}, "args sets 'port', which the role owns: set vllm_server_port"),
+        ("env", {"VLLM_API_KEY": "k"}, "env sets VLLM_API_KEY: set llmfleet_api_key"),
+        ("env", {"BAD NAME": "1"}, "env has 'BAD NAME'; expected environment variable names"),
+        ("model_config", [2], "'model_config' must be a mapping"),
+    ],
+)
+def test_values_vllm_would_refuse_are_refused_before_it_starts(
+    key: str, value: object, message: str
+) -> None:
+    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+        vllm_serve_config({**TINY, key: value}, {"host": "0.0.0.0"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("gpu_memory_utilization", 1),
+        ("gpu_memory_utilization", "0.82"),
+        ("max_model_len", "131072"),
+        ("dtype", "bfloat16"),
+    ],
+)
+def test_good_values_pass(key: str, value: object) -> None:
+    assert (
+        vllm_serve_config({**TINY, key: value}, {"host": "0.0.0.0"})[key.replace("_", "-")] == value
+    )
 
 
 def test_filter_is_registered() -> None:

@@ -1,0 +1,145 @@
+"""Filters for the checks made before any host changes: the parallel layout against the
+model, ports that collide on one host, keys that are placeholders.
+
+Each returns a list of problems (sentences naming the variable, the bad value and what is
+expected); an empty list means the input is fine. The validation play joins them into one
+failure message per host.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# Where a multimodal or wrapped model keeps its language model's settings in config.json.
+_NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
+_PLACEHOLDER = re.compile(
+    r"change[-_ ]?me|changeit|placeholder|replace[-_ ]?me|your[-_ ]?(api[-_ ]?)?(key|token)"
+    r"|^<.*>$|^x+$|^(secret|password|token|apikey|api[-_]key|example|test|dummy|todo|none|null)$",
+    re.IGNORECASE,
+)
+
+
+def _heads(model_config):
+    """(attention heads, KV heads) from a config.json mapping; (None, None) when unknown."""
+    if not isinstance(model_config, dict):
+        return None, None
+    for config in [model_config] + [model_config.get(key) for key in _NESTED_CONFIGS]:
+        if isinstance(config, dict) and config.get("num_attention_heads"):
+            heads = int(config["num_attention_heads"])
+            kv_heads = int(config.get("num_key_value_heads") or heads)
+            return heads, kv_heads
+    return None, None
+
+
+def tensor_parallel_fits(tensor_parallel_size, heads, kv_heads):
+    """vLLM's rule: TP divides the attention heads; it divides the KV heads when there are
+    at least as many of them, else the KV heads divide TP (each is then replicated)."""
+    tp = int(tensor_parallel_size)
+    if tp < 1 or heads % tp:
+        return False
+    return kv_heads % tp == 0 if kv_heads >= tp else tp % kv_heads == 0
+
+
+def _hosts(count):
+    return f"{count} host" if count == 1 else f"{count} hosts"
+
+
+def parallel_layout_problems(model_config, hosts, gpus_per_node=1, variable="llmfleet_vllm_hosts"):
+    """Problems of running ``model_config`` (config.json) with tensor parallel over
+    ``hosts`` x ``gpus_per_node`` GPUs, with the layouts that would work instead."""
+    if not isinstance(hosts, list) or not hosts:
+        raise AnsibleFilterError(f"parallel_layout_problems needs a list of hosts, got {hosts!r}")
+    heads, kv_heads = _heads(model_config)
+    if heads is None:
+        return []
+    gpus = int(gpus_per_node)
+    tp = len(hosts) * gpus
+    if tensor_parallel_fits(tp, heads, kv_heads):
+        return []
+    working = [
+        count
+        for count in range(len(hosts), 0, -1)
+        if tensor_parallel_fits(count * gpus, heads, kv_heads)
+    ]
+    where = f"{_hosts(len(hosts))} x {gpus} GPUs" if gpus > 1 else _hosts(len(hosts))
+    problem = (
+        f"{where} ({', '.join(hosts)}) give tensor parallel {tp}, which does not divide the "
+        f"model's {heads} attention heads and {kv_heads} KV heads (vLLM refuses it at start)"
+    )
+    if working and working[0] > 1:
+        count = working[0]
+        problem += (
+            f"; layouts that work: tensor parallel {count * gpus} on {count} hosts "
+            f"({variable}: {hosts[:count]})"
+        )
+    elif working:
+        problem += f"; only tensor parallel {gpus} on one host fits (the single-node topology)"
+    problem += (
+        f", or pipeline parallel across {_hosts(len(hosts))} (tensor parallel {gpus}, pipeline"
+        f" parallel {len(hosts)}), which this collection does not launch yet"
+    )
+    return [problem]
+
+
+def port_collisions(ports):
+    """Problems of a ``{variable: port}`` mapping of the services of one host: ports out of
+    range and ports used twice. Variables whose value is empty or None are ignored."""
+    if not isinstance(ports, dict):
+        raise AnsibleFilterError(f"port_collisions needs a mapping, got {type(ports).__name__}")
+    problems = []
+    owners = {}
+    for variable, raw in ports.items():
+        if raw in (None, ""):
+            continue
+        try:
+            port = int(raw)
+        except (TypeError, ValueError):
+            problems.append(f"{variable} is {raw!r}; expected a TCP port 1..65535")
+            continue
+        if not 1 <= port <= 65535:
+            problems.append(f"{variable} is {port}; expected a TCP port 1..65535")
+            continue
+        owners.setdefault(port, []).append(variable)
+    for port, variables in sorted(owners.items()):
+        if len(variables) > 1:
+            problems.append(
+                f"{' and '.join(variables)} {'both' if len(variables) == 2 else 'all'} use port"
+                f" {port}; each service on a host needs its own port"
+            )
+    return problems
+
+
+def secret_problems(value, variable, min_length=16):
+    """Problems of a key or token: empty, a placeholder, or shorter than ``min_length``.
+    Never repeats the value (it may be a real secret): only its length."""
+    text = "" if value is None else str(value)
+    if not text:
+        return [
+            f"{variable} is empty; expected a key of {min_length} or more characters"
+            " from a vaulted variable"
+        ]
+    problems = []
+    if _PLACEHOLDER.search(text):
+        problems.append(
+            f"{variable} looks like a placeholder; expected a generated key, e.g."
+            " `openssl rand -hex 24` kept with `ansible-vault encrypt_string`"
+        )
+    if len(text) < int(min_length):
+        problems.append(
+            f"{variable} has {len(text)} characters; expected {min_length} or more"
+            " (e.g. `openssl rand -hex 24`)"
+        )
+    return problems
+
+
+class FilterModule:
+    """Checks of the whole inventory."""
+
+    def filters(self):
+        return {
+            "parallel_layout_problems": parallel_layout_problems,
+            "port_collisions": port_collisions,
+            "secret_problems": secret_problems,
+        }

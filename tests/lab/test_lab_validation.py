@@ -1,0 +1,319 @@
+"""Bad input is refused before any host changes.
+
+Each case runs the validation play with one bad value: the message must name the host, the
+variable, the bad value and what is expected, and no node may differ afterwards (netplan,
+/etc files, units, swap, links, addresses, containers). The cases in UP_CASES run the real
+`llmfleet up -i inventory/lab` (site.yml, whose first play it is) and show that no later
+play runs; the others run `llmfleet check`, the same play on its own, which spares each
+case the parsing of site.yml. The nodes' state is taken before and after every case.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from .conftest import Lab, snapshot
+
+BOTH = ("spark-1", "spark-2")
+
+
+# Cases run through `llmfleet up` (site.yml) rather than `llmfleet check`: one per phase
+# whose value would otherwise be used first (fabric, serving, clients).
+UP_CASES = {"missing_port", "ray_head_is_not_the_api_host", "client_command_with_a_path"}
+
+
+def run_llmfleet(lab: Lab, command: str, *extra_vars: str) -> tuple[int, str]:
+    args = ["llmfleet", command, "-i", "inventory/lab", "--plain"]
+    for value in extra_vars:
+        args += ["-e", value]
+    proc = lab.run(*args, timeout=600)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def up(lab: Lab, *extra_vars: str, command: str = "up") -> str:
+    returncode, output = run_llmfleet(lab, command, *extra_vars)
+    assert returncode in (2, 3), output[-4000:]
+    assert "== PLAY: Check the whole inventory before any host changes" in output
+    # The validation play stopped it: no host ran a task of a later play.
+    after_validation = output.partition("== PLAY: Set up and prove the CX7 fabric")[2]
+    assert not re.search(r"^\[(spark-\d|localhost)\] ", after_validation, re.M), output[-4000:]
+    return output
+
+
+def overrides(**profile: object) -> str:
+    return json.dumps({"vllm_server_profile_overrides": profile})
+
+
+# (case, extra vars, hosts whose failure is reported, what the message must say)
+CASES = [
+    ("mtu", ["cx7_network_mtu=9500"], BOTH, ["cx7_network_mtu is 9500; expected 1280..9216"]),
+    (
+        "missing_port",
+        ['{"llmfleet_fabric_ports": [0]}'],
+        BOTH,
+        ["needs enp1s0f0np0, enP2p1s0f0np0, which this host does not have", "cx7_network_ports"],
+    ),
+    (
+        "shared_subnet",
+        [
+            json.dumps(
+                {
+                    "llmfleet_fabric_subnets": {
+                        "enp1s0f1np1": "192.168.100.0/24",
+                        "enP2p1s0f1np1": "192.168.100.0/24",
+                    }
+                }
+            )
+        ],
+        BOTH,
+        ["cx7_network_subnets", "192.168.100.0/24"],
+    ),
+    (
+        "floor_above_line_rate",
+        ["rdma_verify_min_aggregate_gbits=250"],
+        BOTH,
+        [
+            "rdma_verify_min_aggregate_gbits=250",
+            "at most the line rate rdma_verify_line_rate_gbits=200",
+        ],
+    ),
+    (
+        "floor_zero",
+        ["rdma_verify_min_rail_gbits=0"],
+        BOTH,
+        ["rdma_verify_min_rail_gbits=0", "must be above 0"],
+    ),
+    (
+        "unknown_nccl_mode",
+        ["llmfleet_nccl_mode=infiniband"],
+        BOTH,
+        ["nccl_env_mode", "infiniband", "ib, socket, gloo"],
+    ),
+    (
+        "gid_index",
+        ["nccl_env_gid_index=three"],
+        BOTH,
+        ["nccl_env_gid_index is three; expected auto or a number"],
+    ),
+    (
+        "utilization_above_one",
+        ["llmfleet_gpu_memory_utilization=1.5"],
+        BOTH,
+        ["preflight_gpu_memory_utilization is 1.5; expected a fraction above 0 and at most 1"],
+    ),
+    (
+        "stale_container_name",
+        ['{"preflight_stale_containers": ["llmfleet-vllm; rm -rf /"]}'],
+        BOTH,
+        ["preflight_stale_containers has llmfleet-vllm; rm -rf /", "expected container names"],
+    ),
+    (
+        "object_store_too_small",
+        ["ray_node_object_store_bytes=1000"],
+        BOTH,
+        ["ray_node_object_store_bytes", "1000", "at least 78643200"],
+    ),
+    (
+        "empty_image",
+        ["llmfleet_deployment=container", "llmfleet_vllm_image="],
+        BOTH,
+        ["ray_node_image (llmfleet_vllm_image) is ''", "needs an image reference"],
+    ),
+    (
+        "unknown_profile",
+        ["llmfleet_vllm_profile=minimax"],
+        BOTH,
+        ["vllm_server_profile is 'minimax'", "tiny_lab"],
+    ),
+    (
+        "profile_utilization_zero",
+        [overrides(gpu_memory_utilization=0)],
+        BOTH,
+        ["gpu_memory_utilization is 0; expected a fraction above 0 and at most 1"],
+    ),
+    (
+        "max_model_len_128k",
+        [overrides(max_model_len="128k")],
+        BOTH,
+        ["max_model_len is '128k'; expected a whole number of tokens above 0"],
+    ),
+    ("max_num_seqs_zero", [overrides(max_num_seqs=0)], BOTH, ["max_num_seqs is 0"]),
+    (
+        "context_above_the_model",
+        [overrides(max_model_len=262144)],
+        BOTH,
+        ["sets max_model_len 262144, above the model's max_position_embeddings 131072"],
+    ),
+    (
+        "key_in_profile_args",
+        [overrides(args={"api_key": "sk-in-the-profile"})],
+        BOTH,
+        ["args sets 'api_key', which the role owns", "llmfleet_api_key"],
+    ),
+    (
+        "tensor_parallel_in_args",
+        [overrides(args={"tensor-parallel-size": 4})],
+        BOTH,
+        ["args sets 'tensor-parallel-size'"],
+    ),
+    ("unknown_profile_key", [overrides(max_len=4096)], BOTH, ["unknown keys ['max_len']"]),
+    (
+        "model_missing",
+        [overrides(model="/opt/models/absent")],
+        BOTH,
+        ["/opt/models/absent/config.json does not exist on this host"],
+    ),
+    (
+        "port_out_of_range",
+        ["vllm_server_port=70000"],
+        BOTH,
+        ["vllm_server_port is 70000; expected 1..65535"],
+    ),
+    (
+        "ray_client_address",
+        ['{"vllm_server_env": {"RAY_ADDRESS": "ray://192.168.100.11:10001"}}'],
+        BOTH,
+        ["RAY_ADDRESS=ray://192.168.100.11:10001", "one GPU"],
+    ),
+    (
+        "placeholder_key",
+        ["llmfleet_api_key=changeme-changeme-changeme"],
+        BOTH,
+        ["vllm_server_api_key (llmfleet_api_key) looks like a placeholder"],
+    ),
+    (
+        "short_key",
+        ["llmfleet_api_key=k3y-0f-12-ch"],
+        BOTH,
+        ["vllm_server_api_key (llmfleet_api_key) has 12 characters; expected 16 or more"],
+    ),
+    (
+        "router_key_placeholder",
+        ["claude_code_router_api_key=<your api key>"],
+        ("spark-1",),
+        ["claude_code_router_api_key looks like a placeholder"],
+    ),
+    (
+        "router_port_is_vllm_port",
+        ["claude_code_router_port=8000"],
+        ("spark-1",),
+        ["vllm_server_port and claude_code_router_port both use port 8000"],
+    ),
+    (
+        "prometheus_port_is_node_exporter_port",
+        ["monitoring_prometheus_port=9100"],
+        ("spark-1",),
+        ["monitoring_prometheus_port", "9100"],
+    ),
+    (
+        "ray_head_is_not_the_api_host",
+        ["llmfleet_vllm_executor=ray", '{"llmfleet_vllm_hosts": ["spark-2", "spark-1"]}'],
+        ("spark-1",),
+        ["The Ray head is spark-1", "vLLM's rank 0, which serves the API, is spark-2"],
+    ),
+    (
+        "vllm_host_outside_the_sparks",
+        ['{"llmfleet_vllm_hosts": ["spark-1", "spark-9"]}'],
+        ("spark-1",),
+        [
+            "llmfleet_vllm_hosts is ['spark-1', 'spark-9']",
+            "expected two or more hosts of the sparks group",
+        ],
+    ),
+    (
+        "router_version_floating",
+        ["claude_code_router_version=latest"],
+        ("spark-1",),
+        ["claude_code_router_version", "latest"],
+    ),
+    (
+        "router_endpoint_not_http",
+        ["llmfleet_endpoint_url=ftp://spark-1:8000"],
+        ("spark-1",),
+        ["claude_code_router_upstream_url is 'ftp://spark-1:8000'", "base URL"],
+    ),
+    (
+        "client_command_with_a_path",
+        ["claude_code_command_name=../bin/claude"],
+        ("localhost",),
+        ["claude_code_command_name is '../bin/claude'; expected a file name"],
+    ),
+]
+
+
+def test_the_cases_run_through_llmfleet_up_exist() -> None:
+    assert UP_CASES.issubset(case[0] for case in CASES)
+
+
+@pytest.fixture(scope="module")
+def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
+    yield snapshot(lab)
+
+
+@pytest.mark.parametrize(
+    ("command", "extra_vars", "hosts", "expected"),
+    [
+        pytest.param("up" if case[0] in UP_CASES else "check", *case[1:], id=case[0])
+        for case in CASES
+    ],
+)
+def test_bad_input_stops_the_run_before_any_host_changes(
+    lab: Lab,
+    bare_state: dict[str, str],
+    command: str,
+    extra_vars: list[str],
+    hosts: tuple[str, ...],
+    expected: list[str],
+) -> None:
+    before = snapshot(lab)
+    output = up(lab, *extra_vars, command=command)
+    for host in hosts:
+        assert re.search(rf"^\[{host}\] FAILED: ", output, re.M), output[-4000:]
+    # Long messages are folded to the terminal's width.
+    flat = " ".join(output.split())
+    for fragment in expected:
+        assert fragment in flat, (fragment, output[-4000:])
+    assert snapshot(lab) == before
+
+
+def test_the_model_missing_on_one_node_is_named(lab: Lab) -> None:
+    config = "/opt/models/llmfleet-tiny/config.json"
+    lab.sh("spark-2", f"mv {config} {config}.away")
+    try:
+        before = snapshot(lab)
+        output = up(lab)
+        assert "[spark-2] FAILED: Require the model on every serving host" in output
+        assert (
+            f"spark-2: profile tiny_lab serves the model at /opt/models/llmfleet-tiny, but {config}"
+            in " ".join(output.split())
+        )
+        assert "[spark-1] FAILED" not in output  # spark-1 has its copy
+        assert snapshot(lab) == before
+    finally:
+        lab.sh("spark-2", f"mv {config}.away {config}")
+
+
+def test_a_node_that_is_down_stops_every_node(lab: Lab) -> None:
+    before = snapshot(lab, ("spark-1",))
+    subprocess_run = lab.run("podman", "pause", lab.container("spark-2"))
+    assert subprocess_run.returncode == 0, subprocess_run.stderr
+    try:
+        proc = lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", timeout=600)
+    finally:
+        lab.run("podman", "unpause", lab.container("spark-2"))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 3, output[-4000:]  # unreachable
+    assert re.search(r"^spark-2\s+: ok=0 changed=0 unreachable=1", output, re.M), output[-3000:]
+    assert re.search(r"^spark-1\s+: ok=\d+ changed=0 unreachable=0 failed=0", output, re.M)
+    # The plays after the validation play have no host left to run on.
+    after_validation = output.partition("== PLAY: Set up and prove the CX7 fabric")[2]
+    assert not re.search(r"^\[spark-\d\] ", after_validation, re.M), after_validation[:3000]
+    assert snapshot(lab, ("spark-1",)) == before
+
+
+def test_the_whole_matrix_left_the_bare_lab_as_it_was(lab: Lab, bare_state: dict[str, str]) -> None:
+    assert snapshot(lab) == bare_state

@@ -1,0 +1,137 @@
+"""Checks of the whole inventory: the layout against the model's heads, ports, keys."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import (
+    FilterModule,
+    parallel_layout_problems,
+    port_collisions,
+    secret_problems,
+    tensor_parallel_fits,
+)
+
+LAB_MODEL = {"num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 2}
+MINIMAX_M2 = {"num_attention_heads": 48, "num_key_value_heads": 8}
+SPARKS = ["spark-1", "spark-2", "spark-3", "spark-4"]
+
+
+@pytest.mark.parametrize(
+    ("tp", "heads", "kv_heads", "fits"),
+    [
+        (1, 2, 1, True),
+        (2, 2, 1, True),  # one KV head replicated on both ranks
+        (3, 2, 1, False),  # 3 does not divide 2 heads
+        (4, 2, 1, False),
+        (8, 48, 8, True),
+        (4, 48, 8, True),
+        (16, 64, 8, True),  # more ranks than KV heads: each replicated, 16 % 8 == 0
+        (6, 48, 8, False),  # 6 divides 48 heads, not 8 KV heads
+        (12, 48, 8, False),  # more ranks than KV heads, and 8 does not divide 12
+        (0, 2, 1, False),
+    ],
+)
+def test_tensor_parallel_fits_follows_vllm(tp: int, heads: int, kv_heads: int, fits: bool) -> None:
+    assert tensor_parallel_fits(tp, heads, kv_heads) is fits
+
+
+def test_three_sparks_for_two_heads_names_the_layouts_that_work() -> None:
+    problems = parallel_layout_problems(LAB_MODEL, SPARKS[:3], 1, "llmfleet_vllm_hosts")
+    assert problems == [
+        "3 hosts (spark-1, spark-2, spark-3) give tensor parallel 3, which does not divide the"
+        " model's 2 attention heads and 1 KV heads (vLLM refuses it at start); layouts that work:"
+        " tensor parallel 2 on 2 hosts (llmfleet_vllm_hosts: ['spark-1', 'spark-2']), or"
+        " pipeline parallel across 3 hosts (tensor parallel 1, pipeline parallel 3), which this"
+        " collection does not launch yet"
+    ]
+
+
+@pytest.mark.parametrize("hosts", [SPARKS[:1], SPARKS[:2], SPARKS[:4]])
+def test_layouts_that_divide_the_heads_pass(hosts: list[str]) -> None:
+    assert parallel_layout_problems(MINIMAX_M2, hosts) == []
+
+
+def test_gpus_per_node_count_in_the_tensor_parallel_size() -> None:
+    # GH200 box: 2 GPUs, one host; 3 GPUs would not divide 2 heads.
+    assert parallel_layout_problems(LAB_MODEL, ["gh200-1"], 2) == []
+    (problem,) = parallel_layout_problems(LAB_MODEL, ["gh200-1"], 3)
+    assert problem.startswith("1 host x 3 GPUs (gh200-1) give tensor parallel 3")
+
+
+def test_heads_of_a_multimodal_model_are_read_from_its_text_config() -> None:
+    config = {
+        "architectures": ["Qwen3VLMoe"],
+        "text_config": {"num_attention_heads": 64, "num_key_value_heads": 4},
+    }
+    assert parallel_layout_problems(config, SPARKS[:2]) == []
+    assert "64 attention heads and 4 KV heads" in parallel_layout_problems(config, SPARKS[:3])[0]
+
+
+@pytest.mark.parametrize("config", [{}, None, {"architectures": ["X"]}])
+def test_an_unknown_model_is_not_judged(config: object) -> None:
+    assert parallel_layout_problems(config, SPARKS[:3]) == []
+
+
+def test_layout_needs_hosts() -> None:
+    with pytest.raises(AnsibleFilterError, match="needs a list of hosts"):
+        parallel_layout_problems(LAB_MODEL, "spark-1")
+
+
+def test_port_collisions_name_both_variables() -> None:
+    assert port_collisions(
+        {"vllm_server_port": 8000, "claude_code_router_port": "8000", "ray_node_port": 6379}
+    ) == [
+        "vllm_server_port and claude_code_router_port both use port 8000;"
+        " each service on a host needs its own port"
+    ]
+
+
+def test_port_collisions_refuse_ports_out_of_range_and_ignore_absent_services() -> None:
+    assert port_collisions(
+        {"a_port": 0, "b_port": "http", "c_port": None, "d_port": "", "e_port": 65536}
+    ) == [
+        "a_port is 0; expected a TCP port 1..65535",
+        "b_port is 'http'; expected a TCP port 1..65535",
+        "e_port is 65536; expected a TCP port 1..65535",
+    ]
+    assert port_collisions({}) == []
+    with pytest.raises(AnsibleFilterError, match="needs a mapping"):
+        port_collisions([8000])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "changeme",
+        "CHANGE_ME-please-0123456789",
+        "<your api key>",
+        "xxxxxxxxxxxxxxxxxxxx",
+        "your-api-key-goes-here!!",
+    ],
+)
+def test_placeholders_are_refused_without_repeating_them(value: str) -> None:
+    problems = secret_problems(value, "llmfleet_api_key")
+    assert any("looks like a placeholder" in p for p in problems)
+    assert all(value not in p for p in problems)
+
+
+def test_short_and_empty_keys_are_refused() -> None:
+    assert secret_problems("k3y-0f-12-chars", "llmfleet_api_key") == [
+        "llmfleet_api_key has 15 characters; expected 16 or more (e.g. `openssl rand -hex 24`)"
+    ]
+    assert secret_problems("", "llmfleet_api_key")[0].startswith("llmfleet_api_key is empty")
+    assert secret_problems(None, "x")[0].startswith("x is empty")
+
+
+def test_a_generated_key_passes() -> None:
+    assert secret_problems("3f1d2c9a8b7e6d5c4b3a29180706f5e4", "llmfleet_api_key") == []
+    assert secret_problems("llmfleet-lab-key", "llmfleet_api_key") == []
+
+
+def test_filters_are_registered() -> None:
+    assert set(FilterModule().filters()) == {
+        "parallel_layout_problems",
+        "port_collisions",
+        "secret_problems",
+    }
