@@ -26,6 +26,12 @@ cache is estimated as ``Cached - Shmem`` (shared memory and tmpfs pages are
 counted in ``Cached`` but ``drop_caches`` cannot free them); it is what
 ``sync; echo 3 > /proc/sys/vm/drop_caches`` would give back.
 
+Memory our own processes hold (``held_by``: a running vLLM that is about to be
+restarted) counts as free for the fit check: it is released before the new process
+starts. On unified memory that is the processes' proportional set size (``Pss`` of
+``/proc/PID/smaps_rollup``, shared pages split between their users); on a GPU with
+memory of its own, what ``nvidia-smi --query-compute-apps`` reports for their PIDs.
+
 Sizes are bytes inside, GiB (2**30) rounded to 2 decimals in results.
 """
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -237,6 +244,19 @@ def query_nvidia_smi(run, path):
 # ---------------------------------------------------------------------------
 # NVML
 # ---------------------------------------------------------------------------
+def query_compute_apps(run, path):
+    """What each process uses on each GPU with memory of its own ({} when unknown)."""
+    rc, out, _err = run(
+        [path, "--query-compute-apps=gpu_uuid,pid,used_memory", "--format=csv,noheader,nounits"]
+    )
+    if rc != 0:
+        return {}
+    try:
+        return parse_compute_apps(out)
+    except ProbeFailed:
+        return {}
+
+
 def load_pynvml(importer=importlib.import_module):
     """The ``pynvml`` module, or None when it is not installed."""
     try:
@@ -350,6 +370,82 @@ def probe(method, nvml_loader, nvidia_smi_path, run, nvidia_smi_wanted="nvidia-s
     return [], SOURCE_NONE, failures
 
 
+# ---------------------------------------------------------------------------
+# memory our own processes hold
+# ---------------------------------------------------------------------------
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def held_pids(cmdline, proc="/proc"):
+    """PIDs whose command line contains ``cmdline``, with all their descendants."""
+    parents = {}
+    roots = set()
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        stat = _read(os.path.join(proc, name, "stat"))
+        command = _read(os.path.join(proc, name, "cmdline"))
+        if stat is None or command is None:
+            continue
+        # "PID (comm) STATE PPID ...": comm may hold spaces and parentheses.
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1:
+            parents[int(name)] = int(fields[1])
+        if cmdline in command.replace("\0", " "):
+            roots.add(int(name))
+    pids = set(roots)
+    grew = True
+    while grew:
+        children = {pid for pid, parent in parents.items() if parent in pids} - pids
+        grew = bool(children)
+        pids |= children
+    return sorted(pids)
+
+
+def pss_bytes(pids, proc="/proc"):
+    """The proportional set size of ``pids`` together (processes that ended count 0)."""
+    total = 0
+    for pid in pids:
+        rollup = _read(os.path.join(proc, str(pid), "smaps_rollup")) or ""
+        total += parse_meminfo(rollup).get("Pss", 0)
+    return total
+
+
+def parse_compute_apps(text):
+    """``nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory`` (MiB) as
+    ``{(uuid, pid): bytes}``; unavailable values count 0."""
+    apps = {}
+    for line in text.splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        used = 0 if parts[2].lower() in _NOT_AVAILABLE else _mib(parts[2], line)
+        apps[(parts[0], int(parts[1]))] = used
+    return apps
+
+
+def add_held(gpus, pids, compute_apps, proc="/proc"):
+    """Set ``held`` (bytes) on every GPU: what ``pids`` use there."""
+    wanted = set(pids)
+    shared = None
+    for gpu in gpus:
+        if gpu["unified_memory"]:
+            if shared is None:
+                shared = pss_bytes(pids, proc)
+            gpu["held"] = shared
+        else:
+            gpu["held"] = sum(
+                used
+                for (uuid, pid), used in compute_apps.items()
+                if uuid == gpu["uuid"] and pid in wanted
+            )
+
+
 def gpu_entries(rows, source, meminfo_loader, unified_free="MemFree"):
     """Rows with memory filled in (from /proc/meminfo for unified memory).
 
@@ -430,6 +526,7 @@ def required_bytes(total, required_gib=None, gpu_memory_utilization=None):
 def misfit_message(gpu, need, rule, gpu_memory_utilization=None):
     """One GPU that does not fit, with the numbers, in vLLM's own shape."""
     total = to_gib(gpu["total"])
+    held = gpu.get("held") or 0
     if rule == "gpu_memory_utilization":
         needs = "vLLM needs {0:g} x {1:.2f} = {2:.2f} GiB".format(
             gpu_memory_utilization, total, need / GIB
@@ -438,12 +535,17 @@ def misfit_message(gpu, need, rule, gpu_memory_utilization=None):
     else:
         needs = "needs {0:.2f} GiB (required_gib)".format(need / GIB)
         lower = "lower required_gib"
-    text = "GPU {0} ({1}): free {2:.2f} GiB of {3:.2f} GiB, {4}".format(
-        gpu["index"], gpu["name"], gpu["free"] / GIB, total, needs
+    text = "GPU {0} ({1}): free {2:.2f} GiB of {3:.2f} GiB{4}, {5}".format(
+        gpu["index"],
+        gpu["name"],
+        gpu["free"] / GIB,
+        total,
+        " plus {0:.2f} GiB our vLLM holds until it restarts".format(held / GIB) if held else "",
+        needs,
     )
     cache = gpu.get("page_cache")
     if gpu.get("unified_memory") and cache:
-        if gpu["free"] + cache >= need:
+        if gpu["free"] + held + cache >= need:
             return (
                 "{0}; {1:.2f} GiB of the rest is page cache: drop caches "
                 "(preflight_drop_caches) or {2}".format(text, cache / GIB, lower)
@@ -461,7 +563,7 @@ def fit_check(gpus, required_gib=None, gpu_memory_utilization=None):
     for gpu in gpus:
         need, rule = required_bytes(gpu["total"], required_gib, gpu_memory_utilization)
         gpu["required"] = need
-        gpu["fits"] = None if need is None else gpu["free"] >= need
+        gpu["fits"] = None if need is None else gpu["free"] + (gpu.get("held") or 0) >= need
         if gpu["fits"] is False:
             problems.append(misfit_message(gpu, need, rule, gpu_memory_utilization))
     return problems
@@ -484,18 +586,20 @@ def public_gpu(gpu):
         "unified_memory": gpu["unified_memory"],
         "source": gpu["source"],
         "required_gib": to_gib(gpu.get("required")),
+        "held_gib": to_gib(gpu.get("held") or 0),
         "fits": gpu.get("fits"),
     }
 
 
 def _summary(gpus, source):
     described = ", ".join(
-        "GPU {0} {1} {2:.2f}/{3:.2f} GiB free{4}".format(
+        "GPU {0} {1} {2:.2f}/{3:.2f} GiB free{4}{5}".format(
             g["index"],
             g["name"],
             g["free"] / GIB,
             g["total"] / GIB,
             " (unified memory)" if g["unified_memory"] else "",
+            " + {0:.2f} GiB our vLLM holds".format(g["held"] / GIB) if g.get("held") else "",
         )
         for g in gpus
     )
@@ -516,6 +620,8 @@ def gather(
     required_gib=None,
     gpu_memory_utilization=None,
     unified_free="MemFree",
+    held_by=None,
+    proc="/proc",
 ):
     """The module's result, without ``changed``.
 
@@ -550,6 +656,12 @@ def gather(
     entries, page_cache = gpu_entries(
         rows, source, lambda: read_meminfo(meminfo_path), unified_free
     )
+    pids = held_pids(held_by, proc) if held_by else []
+    result["held_pids"] = pids
+    if pids:
+        discrete = [g for g in entries if not g["unified_memory"]]
+        apps = query_compute_apps(run, nvidia_smi_path) if discrete and nvidia_smi_path else {}
+        add_held(entries, pids, apps, proc)
     misfits = fit_check(entries, required_gib, gpu_memory_utilization)
     checked = [g["fits"] for g in entries if g["fits"] is not None]
     result.update(

@@ -82,6 +82,17 @@ options:
       - Fail the task when no NVIDIA GPU is found.
     type: bool
     default: false
+  held_by:
+    description:
+      - Part of the command line of processes whose memory is released before vLLM starts (our
+        own running vLLM, which is about to be restarted, e.g.
+        V(vllm serve --config /etc/llmfleet/vllm/serve.yaml)). They and their descendants count
+        as free for the check; RV(held_pids) lists them and each GPU's C(held_gib) what they hold
+        there.
+      - On unified memory that is their proportional set size (C(Pss) in
+        C(/proc/PID/smaps_rollup)); on a GPU with memory of its own, what
+        C(nvidia-smi --query-compute-apps) reports for their PIDs.
+    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -194,6 +205,12 @@ fits:
   returned: always
   type: bool
   sample: false
+held_pids:
+  description: The processes O(held_by) matched, with their descendants (empty without it).
+  returned: when a GPU was found
+  type: list
+  elements: int
+  sample: [4121, 4188, 4190]
 page_cache_gib:
   description:
     - Reclaimable page cache of the host in GiB (C(Cached - Shmem) from C(/proc/meminfo)), what
@@ -292,9 +309,15 @@ gpus:
       type: float
       returned: always
       sample: 71.68
+    held_gib:
+      description: What the processes of O(held_by) hold on this GPU, counted as free by the
+        check (0 without O(held_by)).
+      type: float
+      returned: always
+      sample: 2.41
     fits:
-      description: Whether free memory is at least RV(gpus[].required_gib); null when nothing was
-        asked.
+      description: Whether free memory plus RV(gpus[].held_gib) is at least
+        RV(gpus[].required_gib); null when nothing was asked.
       type: bool
       returned: always
       sample: true
@@ -324,6 +347,7 @@ ARGUMENT_SPEC = {
         "default": "MemFree",
     },
     "fail_on_no_gpu": {"type": "bool", "default": False},
+    "held_by": {"type": "str"},
 }
 
 
@@ -348,6 +372,7 @@ def main():
             required_gib=params["required_gib"],
             gpu_memory_utilization=params["gpu_memory_utilization"],
             unified_free=params["unified_memory_free"],
+            held_by=params["held_by"],
         )
     except GpuMemoryError as error:
         module.fail_json(msg=str(error), **error.details)

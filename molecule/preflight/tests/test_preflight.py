@@ -20,6 +20,10 @@ def test_swap_is_off_and_stays_off(host) -> None:
         "an active swap line is left in fstab"
     )
     assert len(host.file("/proc/swaps").content_string.strip().splitlines()) == 1
+    # The fstab as it was is kept beside it (replace's backup: fstab.<pid>.<date>~).
+    backups = host.check_output("ls /etc/ | grep '^fstab\\..*~$' || true").split()
+    assert len(backups) == 1, backups
+    assert "\n/swap.img none swap sw 0 0" in "\n" + host.file(f"/etc/{backups[0]}").content_string
 
 
 def test_only_our_stale_containers_are_removed(host) -> None:

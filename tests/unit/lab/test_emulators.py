@@ -646,3 +646,39 @@ def test_nvidia_smi_refuses_an_unknown_field_like_the_real_tool(node: FakeNode) 
     proc = node.run("nvidia-smi", "--query-gpu=index,bogus", "--format=csv")
     assert proc.returncode == 2
     assert 'Field "bogus" is not a valid field to query.' in proc.stdout
+
+
+# --------------------------------------------------------------------------
+# llmfleet-lab-memd (GB10 unified memory)
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_memd_gives_the_node_a_pool_its_own_memory_use_takes_from(
+    node: FakeNode, tmp_path: Path, version: str
+) -> None:
+    cgroup = tmp_path / "cgroup"
+    gib = 1 << 30
+    if version == "v1":
+        (cgroup / "memory").mkdir(parents=True)
+        (cgroup / "memory" / "memory.usage_in_bytes").write_text(f"{3 * gib}\n")
+        (cgroup / "memory" / "memory.stat").write_text(
+            f"cache 5\nrss 7\ntotal_cache {gib}\ntotal_shmem {gib // 4}\n"
+        )
+    else:
+        cgroup.mkdir()
+        (cgroup / "memory.current").write_text(f"{3 * gib}\n")
+        (cgroup / "memory.stat").write_text(f"anon 7\nfile {gib}\nshmem {gib // 4}\n")
+    node.settings(unified_memory_gib=8)
+    proc = subprocess.run(
+        [*node.cmd("llmfleet-lab-memd", "--once")],
+        env={**node.env, "LLMFLEET_LAB_CGROUP": str(cgroup)},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
+    meminfo = gm.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+    assert meminfo["MemTotal"] == 8 * gib
+    assert meminfo["MemFree"] == 5 * gib  # what cudaMemGetInfo reports on a GB10
+    assert meminfo["MemAvailable"] == 5 * gib + gib - gib // 4
+    assert gm.page_cache_bytes(meminfo) == gib - gib // 4

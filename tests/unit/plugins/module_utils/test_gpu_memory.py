@@ -582,6 +582,7 @@ def test_gb10_before_dropping_caches_fails_in_vllms_terms(tmp_path: Path) -> Non
             "unified_memory": True,
             "source": "os-meminfo MemFree (unified memory)",
             "required_gib": 98.13,
+            "held_gib": 0.0,
             "fits": False,
         }
     ]
@@ -718,3 +719,74 @@ def test_bad_utilization_is_refused_before_probing() -> None:
 
     with pytest.raises(gm.GpuMemoryError, match=r"got 1\.5"):
         gm.gather(nvml_loader=loader, gpu_memory_utilization=1.5)
+
+
+# ---------------------------------------------------------------------------
+# memory our own vLLM holds (held_by): counted as free when it is about to restart
+# ---------------------------------------------------------------------------
+def _fake_proc(root: Path, processes: dict[int, tuple[int, str, int]]) -> Path:
+    """``{pid: (ppid, cmdline, pss_kib)}`` as /proc/PID/{stat,cmdline,smaps_rollup}."""
+    for pid, (ppid, cmdline, pss) in processes.items():
+        folder = root / str(pid)
+        folder.mkdir(parents=True)
+        (folder / "stat").write_text(f"{pid} (py (thread) x) S {ppid} 1 1 0\n")
+        (folder / "cmdline").write_text(cmdline.replace(" ", "\0") + "\0")
+        (folder / "smaps_rollup").write_text(f"Rss: {pss * 2} kB\nPss: {pss} kB\n")
+    (root / "self").mkdir()
+    return root
+
+
+VLLM_PROCS = {
+    1: (0, "/sbin/init", 10_000),
+    400: (
+        1,
+        "/opt/vllm/bin/python3 /opt/vllm/bin/vllm serve --config /etc/llmfleet/vllm/serve.yaml",
+        1_048_576,
+    ),
+    401: (400, "VLLM::EngineCore", 2_097_152),
+    402: (401, "python3 -c from multiprocessing.resource_tracker import main", 1024),
+    500: (1, "/opt/vllm/bin/ray start --block", 524_288),
+}
+
+
+def test_held_pids_are_the_matching_processes_and_their_descendants(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path, VLLM_PROCS)
+    assert gm.held_pids("vllm serve --config /etc/llmfleet/vllm/serve.yaml", str(proc)) == [
+        400,
+        401,
+        402,
+    ]
+    assert gm.pss_bytes([400, 401, 402, 999], str(proc)) == (1_048_576 + 2_097_152 + 1024) * 1024
+
+
+def test_a_restarting_vllm_counts_what_it_holds_as_free(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path / "proc", VLLM_PROCS)
+    meminfo = tmp_path / "meminfo"
+    # 8 GiB, 5 GiB free: 0.75 x 8 = 6 GiB does not fit, with the 3 GiB vLLM holds it does.
+    meminfo.write_text(
+        "MemTotal: 8388608 kB\nMemFree: 5242880 kB\nMemAvailable: 5242880 kB\n"
+        "Cached: 0 kB\nShmem: 0 kB\n"
+    )
+    alone = _gather(run=runner(SMI_GB10), meminfo_path=str(meminfo), gpu_memory_utilization=0.75)
+    assert alone["failed"] is True
+    held = _gather(
+        run=runner(SMI_GB10),
+        meminfo_path=str(meminfo),
+        gpu_memory_utilization=0.75,
+        held_by="vllm serve --config /etc/llmfleet/vllm/serve.yaml",
+        proc=str(proc),
+    )
+    assert "failed" not in held
+    assert held["fits"] is True
+    assert held["held_pids"] == [400, 401, 402]
+    assert held["gpus"][0]["held_gib"] == 3.0
+
+
+def test_a_discrete_gpu_counts_what_nvidia_smi_says_our_processes_use() -> None:
+    apps = gm.parse_compute_apps(
+        "GPU-a, 400, 30000\nGPU-a, 77, 1000\nGPU-b, 401, [N/A]\nbad line\n"
+    )
+    assert apps == {("GPU-a", 400): 30000 * gm.MIB, ("GPU-a", 77): 1000 * gm.MIB, ("GPU-b", 401): 0}
+    gpus = [{"uuid": "GPU-a", "unified_memory": False}, {"uuid": "GPU-b", "unified_memory": False}]
+    gm.add_held(gpus, [400, 401], apps)
+    assert [g["held"] for g in gpus] == [30000 * gm.MIB, 0]

@@ -32,6 +32,7 @@ from tests.unit.plugins.module_utils.test_gpu_memory import (
 RunModule = Callable[..., tuple[int, dict[str, Any]]]
 NO_GPU_MSG = "no NVIDIA GPU found (no NVML library, no nvidia-smi)"
 GPU_KEYS = {
+    "held_gib",
     "index",
     "name",
     "uuid",
@@ -84,6 +85,7 @@ def test_h100_through_nvml(
         "unified_memory": False,
         "source": "nvml",
         "required_gib": 71.68,
+        "held_gib": 0.0,
         "fits": True,
     }
 
