@@ -47,6 +47,12 @@ def test_container_is_supervised_and_never_removed(host) -> None:
         assert args[args.index("--address") + 1] == "192.168.100.11:6379"
 
 
+def test_container_mounts_the_vllm_options_and_no_key(host) -> None:
+    mounts = {m["Destination"]: (m["Source"], m["RW"]) for m in inspect(host)["Mounts"]}
+    assert mounts["/etc/llmfleet/vllm"] == ("/etc/llmfleet/vllm", False)
+    assert not any(dest in ("/etc/llmfleet", "/etc/llmfleet/private") for dest in mounts)
+
+
 def test_environment_is_given_at_creation(host) -> None:
     env = dict(item.split("=", 1) for item in inspect(host)["Config"]["Env"])
     assert env["RAY_prestart_worker_first_driver"] == "0"

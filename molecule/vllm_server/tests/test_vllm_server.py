@@ -46,7 +46,8 @@ def test_container_is_supervised_and_never_removed(api) -> None:
 
 def test_options_come_from_serve_yaml(api) -> None:
     serve = api.file("/etc/llmfleet/vllm/serve.yaml")
-    assert serve.mode == 0o644
+    assert serve.mode == 0o600
+    assert api.file("/etc/llmfleet/vllm").mode == 0o700
     content = serve.content_string
     for line in (
         "model: /opt/models/llmfleet-tiny",
@@ -61,9 +62,11 @@ def test_options_come_from_serve_yaml(api) -> None:
 
 
 def test_api_key_only_in_a_root_only_file(api) -> None:
-    env_file = api.file("/etc/llmfleet/vllm/vllm.env")
+    env_file = api.file("/etc/llmfleet/private/vllm.env")
     assert (env_file.user, env_file.mode) == ("root", 0o600)
     assert f"VLLM_API_KEY={KEY}" in env_file.content_string.splitlines()
+    assert api.file("/etc/llmfleet/private").mode == 0o700
+    assert not api.file("/etc/llmfleet/vllm/vllm.env").exists
     assert KEY not in api.file("/etc/llmfleet/vllm/serve.yaml").content_string
     assert KEY not in " ".join(inspect(api)["Args"])
     cmdlines = api.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")

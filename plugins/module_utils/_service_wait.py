@@ -1,0 +1,255 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
+"""Wait for a service to be ready while watching its supervisor: the logic of the
+service_wait module, free of AnsibleModule so unit tests call it directly.
+
+A service is ready when its probe succeeds (an HTTP URL answering 200, or a command whose
+output has enough matching lines). It is broken when its process exits while we wait: a
+systemd unit that enters ``auto-restart`` or ``failed`` or whose ``NRestarts`` grows, a
+container that is not running or whose ``RestartCount`` grows. Broken ends the wait at once
+with the end of its log and the line that says why (the last ``SomethingError: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# "ValueError: Total number of attention heads (2) must be divisible by ...", also when a
+# logger prefixes it ("(EngineCore pid=12) ERROR ... RuntimeError: ..."); pydantic's
+# "  Value error, User-specified max_model_len ... [type=value_error, ...]" under its
+# ValidationError; argparse's "vllm serve: error: argument --kv-cache-dtype: invalid ...".
+_REASON = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit)): (.+)$")
+_PYDANTIC = re.compile(r"^Value error, (.+?)(?: \[type=.*)?$")
+_USAGE = re.compile(r"^(\S+(?: \S+)?: error: .+)$")
+_FATAL = re.compile(r"\b(?:ERROR|FATAL|CRITICAL|Fatal|fatal)\b")
+
+Run = Callable[[list[str]], tuple[int, str, str]]
+
+# Container states: created/running/paused are alive; "restarting" means it exited and the
+# engine is about to start it again.
+_CONTAINER_PHASES = {
+    "running": "running",
+    "created": "starting",
+    "paused": "running",
+    "restarting": "failed",
+}
+
+
+def _unit_phase(active: str, sub: str) -> str:
+    """``running``; ``starting`` (a start or a stop under way, e.g. a manual restart);
+    ``failed`` (the process exited: systemd waits to restart it, or gave up); ``stopped``
+    (inactive, which a manual restart passes through)."""
+    if sub == "auto-restart" or active == "failed":
+        return "failed"
+    if active == "active":
+        return "running"
+    if active in ("activating", "deactivating", "reloading"):
+        return "starting"
+    return "stopped"
+
+
+@dataclass
+class Supervisor:
+    """What supervises the process: a systemd unit, or a container of an engine."""
+
+    unit: str | None = None
+    container: str | None = None
+    engine: str = "docker"
+    log_lines: int = 60
+
+    def describe(self) -> str:
+        if self.unit:
+            return f"unit {self.unit}"
+        return f"{self.engine} container {self.container}"
+
+    def state(self, run: Run) -> dict[str, str]:
+        """The supervisor's view: ``phase`` (see _unit_phase), ``restarts``, ``detail``."""
+        if self.unit:
+            rc, out, err = run(
+                [
+                    "systemctl",
+                    "show",
+                    self.unit,
+                    "--property=ActiveState,SubState,NRestarts,ExecMainStatus,Result",
+                ]
+            )
+            props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+            if rc != 0:
+                return {"phase": "stopped", "restarts": "0", "detail": (err or out).strip()}
+            active, sub = props.get("ActiveState", "?"), props.get("SubState", "?")
+            return {
+                "phase": _unit_phase(active, sub),
+                "restarts": props.get("NRestarts", "0") or "0",
+                "detail": (
+                    f"{active}/{sub}, last exit status {props.get('ExecMainStatus', '?')},"
+                    f" result {props.get('Result', '?')}"
+                ),
+            }
+        rc, out, err = run(
+            [
+                self.engine,
+                "container",
+                "inspect",
+                "--format",
+                "{{.State.Status}} {{.RestartCount}} {{.State.ExitCode}}",
+                str(self.container),
+            ]
+        )
+        fields = out.split()
+        if rc != 0 or len(fields) < 3:
+            return {
+                "phase": "stopped",
+                "restarts": "0",
+                "detail": (err or out).strip() or "no such container",
+            }
+        return {
+            "phase": _CONTAINER_PHASES.get(fields[0], "stopped"),
+            "restarts": fields[1],
+            "detail": f"{fields[0]}, exit code {fields[2]}, {fields[1]} restart(s)",
+        }
+
+    def log(self, run: Run, since: float) -> str:
+        if self.unit:
+            argv = [
+                "journalctl",
+                "--unit",
+                self.unit,
+                "--since",
+                f"@{int(since) - 1}",
+                "--lines",
+                str(self.log_lines),
+                "--no-pager",
+                "--output",
+                "cat",
+            ]
+        else:
+            argv = [self.engine, "logs", "--tail", str(self.log_lines), str(self.container)]
+        _rc, out, err = run(argv)
+        return (out + err).strip()
+
+
+def reason_line(log: str) -> str:
+    """The line of ``log`` that says why the process stopped: the last exception line, else
+    the last line naming an error, else the last line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _PYDANTIC.match(line)
+        if match:
+            return f"ValueError: {match[1]}"
+        match = _USAGE.match(line) or _REASON.search(line)
+        if match:
+            return match[0] if match.re is _USAGE else f"{match[1]}: {match[2]}"
+    for line in reversed(lines):
+        if _FATAL.search(line):
+            return line
+    return lines[-1] if lines else ""
+
+
+@dataclass
+class Probe:
+    """When the service counts as ready."""
+
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    command: list[str] | None = None
+    pattern: str | None = None
+    min_matches: int = 1
+
+    def check(self, run: Run) -> tuple[bool, str]:  # noqa: PLR0911 - one return per outcome
+        if self.url:
+            # http(s) only: the module refuses other schemes.
+            request = urllib.request.Request(self.url, headers=self.headers)  # noqa: S310
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+                    return response.status == 200, f"HTTP {response.status}"
+            except urllib.error.HTTPError as error:
+                return False, f"HTTP {error.code}"
+            except (OSError, ValueError) as error:
+                return False, str(getattr(error, "reason", error))
+        if self.command:
+            rc, out, err = run(self.command)
+            if rc != 0:
+                said = (err or out).strip().splitlines()
+                return False, said[-1] if said else f"exit {rc}"
+            if self.pattern:
+                count = sum(1 for line in out.splitlines() if re.search(self.pattern, line))
+                return (
+                    count >= self.min_matches,
+                    f"{count} of {self.min_matches} lines match {self.pattern!r}",
+                )
+            return True, "exit 0"
+        return True, "no probe"
+
+
+def wait(
+    supervisor: Supervisor,
+    probe: Probe,
+    *,
+    timeout: float,
+    delay: float,
+    run: Run,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, object]:
+    """Poll ``probe`` until it succeeds (``ready``), the supervised process stops
+    (``broken``) or ``timeout`` seconds pass (``timeout``). The result says which, how long
+    it took, what the probe said last and, when not ready, the log and its reason line."""
+    started = clock()
+    started_wall = wall()
+    first = supervisor.state(run)
+    baseline = int(first["restarts"] or 0)
+    attempts = 0
+    stopped_polls = 0
+    last = ""
+    while True:
+        attempts += 1
+        ready, last = probe.check(run)
+        if ready:
+            return {
+                "state": "ready",
+                "elapsed": round(clock() - started, 1),
+                "attempts": attempts,
+                "probe": last,
+            }
+        state = supervisor.state(run)
+        stopped_polls = stopped_polls + 1 if state["phase"] == "stopped" else 0
+        restarted = int(state["restarts"] or 0) > baseline
+        # Inactive once is a manual restart passing by; twice in a row, the process is gone.
+        if restarted or state["phase"] == "failed" or stopped_polls >= 2:
+            return _not_ready(
+                "broken", supervisor, state, started, started_wall, attempts, last, run, clock
+            )
+        if clock() - started >= timeout:
+            return _not_ready(
+                "timeout", supervisor, state, started, started_wall, attempts, last, run, clock
+            )
+        sleep(delay)
+
+
+def _not_ready(  # noqa: PLR0917 - the state of the wait loop, passed on as it is
+    outcome: str,
+    supervisor: Supervisor,
+    state: dict[str, str],
+    started: float,
+    started_wall: float,
+    attempts: int,
+    last: str,
+    run: Run,
+    clock: Callable[[], float],
+) -> dict[str, object]:
+    log = supervisor.log(run, started_wall)
+    return {
+        "state": outcome,
+        "elapsed": round(clock() - started, 1),
+        "attempts": attempts,
+        "probe": last,
+        "supervisor": f"{supervisor.describe()} ({state['detail']})",
+        "log": log,
+        "reason": reason_line(log),
+    }

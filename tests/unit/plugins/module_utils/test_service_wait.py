@@ -1,0 +1,225 @@
+"""service_wait: ready, broken (the process exited while waiting) and timeout, with the
+reason line pulled out of the log."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+
+import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils._service_wait import (
+    Probe,
+    Supervisor,
+    reason_line,
+    wait,
+)
+
+TP3_REASON = (
+    "ValueError: Total number of attention heads (2) must be divisible by tensor parallel size (3)."
+)
+VLLM_TP3_LOG = f"""\
+INFO 11-23 03:20:01 [api_server.py:1885] vLLM API server version 0.32.0
+INFO 11-23 03:20:02 [config.py:812] This model supports multiple tasks
+(APIServer pid=311) Traceback (most recent call last):
+(APIServer pid=311)   File "/opt/vllm/bin/vllm", line 8, in <module>
+(APIServer pid=311) {TP3_REASON}
+"""
+
+
+class FakeHost:
+    """systemctl/journalctl/docker answers scripted per poll."""
+
+    def __init__(self, states: list[str], log: str = VLLM_TP3_LOG) -> None:
+        self.states = states
+        self.log = log
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str]) -> tuple[int, str, str]:
+        self.calls.append(argv)
+        if argv[:2] == ["systemctl", "show"] or argv[1:3] == ["container", "inspect"]:
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            return 0, state, ""
+        if argv[0] == "journalctl" or argv[1] == "logs":
+            return 0, self.log, ""
+        if argv[0] == "ray":
+            return 0, " 1 node_a\n 1 node_b\n", ""
+        raise AssertionError(argv)
+
+
+def unit(active: str, sub: str, restarts: int = 0) -> str:
+    return (
+        f"ActiveState={active}\nSubState={sub}\nNRestarts={restarts}\n"
+        "ExecMainStatus=1\nResult=exit-code\n"
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def run_wait(
+    host: FakeHost, probe: Probe, supervisor: Supervisor | None = None, timeout: float = 60
+) -> dict:
+    clock = Clock()
+    return wait(
+        supervisor or Supervisor(unit="llmfleet-vllm.service"),
+        probe,
+        timeout=timeout,
+        delay=2,
+        run=host.run,
+        clock=clock,
+        wall=lambda: 1_700_000_000.0,
+        sleep=clock.sleep,
+    )
+
+
+NEVER_READY = Probe(command=["ray", "status"], pattern=r"^\s*1 node_", min_matches=3)
+
+
+def test_a_unit_waiting_to_restart_is_broken_at_once_with_the_reason() -> None:
+    host = FakeHost([unit("active", "running"), unit("activating", "auto-restart", 1)])
+    result = run_wait(host, NEVER_READY)
+    assert result["state"] == "broken"
+    assert result["elapsed"] == 0.0  # the first poll after the exit, not the timeout
+    assert result["reason"] == (TP3_REASON)
+    assert result["supervisor"] == (
+        "unit llmfleet-vllm.service (activating/auto-restart, last exit status 1, result exit-code)"
+    )
+    journal = next(call for call in host.calls if call[0] == "journalctl")
+    assert journal[:5] == [
+        "journalctl",
+        "--unit",
+        "llmfleet-vllm.service",
+        "--since",
+        "@1699999999",
+    ]
+
+
+def test_a_restart_between_two_polls_counts_as_an_exit() -> None:
+    host = FakeHost(
+        [unit("active", "running", 2), unit("active", "running", 2), unit("active", "running", 3)]
+    )
+    result = run_wait(host, NEVER_READY)
+    assert result["state"] == "broken"
+    assert result["attempts"] == 2
+
+
+def test_a_manual_restart_passing_by_is_not_an_exit() -> None:
+    states = [
+        unit("active", "running"),
+        unit("deactivating", "stop-sigterm"),
+        unit("inactive", "dead"),
+    ]
+    states += [unit("activating", "start"), unit("active", "running")]
+    host = FakeHost(states)
+    result = run_wait(host, NEVER_READY, timeout=20)
+    assert result["state"] == "timeout"
+    assert result["attempts"] == 11
+
+
+def test_inactive_on_two_polls_is_an_exit() -> None:
+    host = FakeHost([unit("active", "running"), unit("inactive", "dead")])
+    assert run_wait(host, NEVER_READY)["state"] == "broken"
+
+
+def test_a_failed_unit_is_broken() -> None:
+    host = FakeHost([unit("active", "running"), unit("failed", "failed")])
+    assert run_wait(host, NEVER_READY)["state"] == "broken"
+
+
+@pytest.mark.parametrize(
+    ("status", "state"),
+    [("restarting 1 1", "broken"), ("running 4 0", "broken"), ("exited 3 137", "broken")],
+)
+def test_containers_are_watched_through_the_engine(status: str, state: str) -> None:
+    host = FakeHost(["running 3 0", status])
+    result = run_wait(host, NEVER_READY, Supervisor(container="llmfleet-vllm", engine="podman"))
+    assert result["state"] == state
+    assert host.calls[0][:3] == ["podman", "container", "inspect"]
+    assert ["podman", "logs", "--tail", "60", "llmfleet-vllm"] in host.calls
+
+
+def test_a_command_probe_counts_matching_lines() -> None:
+    host = FakeHost([unit("active", "running")])
+    probe = Probe(command=["ray", "status"], pattern=r"^\s*1 node_", min_matches=2)
+    result = run_wait(host, probe)
+    assert result == {
+        "state": "ready",
+        "elapsed": 0.0,
+        "attempts": 1,
+        "probe": "2 of 2 lines match '^\\\\s*1 node_'",
+    }
+
+
+@pytest.fixture
+def health_server() -> Iterator[str]:
+    answers = iter([503, 200])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            assert self.headers["Authorization"] == "Bearer k"
+            self.send_response(next(answers, 200))
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/health"
+    server.shutdown()
+
+
+def test_an_url_probe_waits_for_200(health_server: str) -> None:
+    host = FakeHost([unit("active", "running")])
+    result = run_wait(host, Probe(url=health_server, headers={"Authorization": "Bearer k"}))
+    assert result["state"] == "ready"
+    assert result["attempts"] == 2
+
+
+def test_a_refused_connection_keeps_waiting_until_the_timeout() -> None:
+    host = FakeHost([unit("active", "running")])
+    result = run_wait(host, Probe(url="http://127.0.0.1:9/health"), timeout=6)
+    assert result["state"] == "timeout"
+    assert "refused" in str(result["probe"]).lower()
+
+
+@pytest.mark.parametrize(
+    ("log", "reason"),
+    [
+        (
+            VLLM_TP3_LOG,
+            TP3_REASON,
+        ),
+        (
+            "a\nERROR 11-23 [core.py:1] EngineCore failed to start.\nshutting down\n",
+            "ERROR 11-23 [core.py:1] EngineCore failed to start.",
+        ),
+        ("RuntimeError: first\nlater\nKeyError: 'x'\n", "KeyError: 'x'"),
+        ("just stopped\n", "just stopped"),
+        (
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+            "  Value error, User-specified max_model_len (262144) is greater than the derived"
+            " max_model_len. [type=value_error, input_value=ArgsKwargs((), {}), input_type=Args]\n"
+            "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n",
+            "ValueError: User-specified max_model_len (262144) is greater than the derived"
+            " max_model_len.",
+        ),
+        (
+            "usage: vllm serve [model_tag] [options]\n"
+            "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp4'\n",
+            "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp4'",
+        ),
+        ("", ""),
+    ],
+)
+def test_reason_line(log: str, reason: str) -> None:
+    assert reason_line(log) == reason
