@@ -43,3 +43,13 @@ def test_the_measurement_really_crossed_each_rail(host, device: str) -> None:
     counter = "port_xmit_data" if host.backend.get_hostname().endswith("1") else "port_rcv_data"
     words = int(host.file(f"{SYSFS}/{device}/ports/1/counters/{counter}").content_string)
     assert words * 4 > 50_000_000
+
+
+def test_the_idempotence_run_showed_the_result_instead_of_measuring(host) -> None:
+    """One measurement for converge and idempotence together: the second run found the
+    first's passing result for the same fabric (latest.json) and wrote none of its own."""
+    folder = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "rdma"
+    assert len(list(folder.glob("rdma-*.json"))) == 1
+    latest = json.loads((folder / "latest.json").read_text())
+    assert latest == latest_results()
+    assert len(latest["fingerprint"]) == 64
