@@ -12,7 +12,7 @@ LLMFLEET := $(BIN)/llmfleet
 # Tools the CLI and tests call (ansible-playbook, molecule, ...) come from the venv.
 export PATH := $(abspath $(BIN)):$(PATH)
 # Host packages the lab needs: rootful podman on runc, debootstrap for the node image.
-APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar
+APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar openssh-client
 CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
 PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=
@@ -56,8 +56,8 @@ demo: lab-deps venv ## Build and start the lab, run site.yml on it; it ends with
 	$(LLMFLEET) lab up
 	$(LLMFLEET) up -i inventory/lab
 
-bench: lab-deps venv ## Benchmark the lab's endpoint (serving it first if needed); report in artifacts/bench
-	$(LLMFLEET) lab up
+bench: lab-deps venv ## Benchmark the orchestration on a fresh lab, then the served endpoint; reports in artifacts/bench
+	$(LLMFLEET) lab bench
 	$(LLMFLEET) up -i inventory/lab
 	$(LLMFLEET) bench -i inventory/lab
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Ansible inventory of the running lab: every node container of `llmfleet lab up`.
 
-Hosts are the nodes' hostnames (spark-1..N) in the `sparks` group; Ansible reaches them
-through podman (containers.podman.podman), so no SSH is involved. The lab name comes
-from LLMFLEET_LAB (default llmfleet-lab). Standard library only: Ansible may run this
-with any Python 3.
+Hosts are the nodes' hostnames (spark-1..N) in the `sparks` group. Ansible reaches them
+over SSH, as it reaches Sparks: root at the node's address on the lab network, with the
+lab's own key and known hosts (`llmfleet lab up` makes both; the node's `llmfleet.lab.ssh`
+label says where). A node without that label (started from an image older than SSH
+access) is reached through `podman exec` (containers.podman.podman) instead. The lab
+name comes from LLMFLEET_LAB (default llmfleet-lab). Standard library only: Ansible may
+run this with any Python 3.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ def podman_json(*args: str) -> list[dict]:
 
 
 def lab_containers() -> list[dict]:
-    containers = podman_json("ps", "--filter", f"label=llmfleet.lab={LAB}")
+    # Stopped and paused nodes too: a node that is down stays in the inventory (and is
+    # unreachable), as a Spark that is switched off stays in inventory/sparks.
+    containers = podman_json("ps", "--all", "--filter", f"label=llmfleet.lab={LAB}")
     return sorted(containers, key=lambda c: int(c["Labels"]["llmfleet.lab.index"]))
 
 
@@ -50,16 +55,38 @@ def management_ips(names: list[str]) -> dict[str, str]:
     }
 
 
+def connection(name: str, address: str, ssh_folder: str) -> dict[str, str]:
+    """How Ansible reaches one node container."""
+    if not ssh_folder:
+        return {"ansible_connection": "containers.podman.podman", "ansible_host": name}
+    return {
+        "ansible_connection": "ssh",
+        # A stopped node has no address: its name makes ssh fail with a readable reason.
+        "ansible_host": address or name,
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": os.path.join(ssh_folder, "id_ed25519"),
+        "ansible_ssh_common_args": (
+            f"-o UserKnownHostsFile={os.path.join(ssh_folder, 'known_hosts')}"
+            " -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+        ),
+        # The lab's own multiplexed connections: a later lab may get the same addresses,
+        # and must never reuse a connection to a node that is gone (`lab down` removes
+        # the folder).
+        "ansible_control_path_dir": os.path.join(ssh_folder, "cp"),
+    }
+
+
 def inventory() -> dict:
     hostvars: dict[str, dict] = {}
     containers = lab_containers()
     addresses = management_ips([c["Names"][0] for c in containers])
     for container in containers:
-        hostname = container["Labels"]["llmfleet.lab.node"]
-        hostvars[hostname] = {
-            "ansible_host": container["Names"][0],
-            "llmfleet_lab_node_index": int(container["Labels"]["llmfleet.lab.index"]),
-            "llmfleet_lab_management_ip": addresses.get(container["Names"][0], ""),
+        name = container["Names"][0]
+        labels = container["Labels"]
+        hostvars[labels["llmfleet.lab.node"]] = {
+            **connection(name, addresses.get(name, ""), labels.get("llmfleet.lab.ssh", "")),
+            "llmfleet_lab_node_index": int(labels["llmfleet.lab.index"]),
+            "llmfleet_lab_management_ip": addresses.get(name, ""),
         }
     hosts = list(hostvars)
     # This machine is the lab's Claude Code client; the first node runs claude-code-router.

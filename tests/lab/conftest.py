@@ -98,6 +98,27 @@ class Lab:
         )
 
 
+# What a run may change on a node: files under /etc that roles write, units, swap, links,
+# addresses, containers. Two equal snapshots mean the node was left as it was.
+SNAPSHOT = r"""
+sha256sum /etc/fstab /etc/netplan/* 2>/dev/null | sort
+find /etc/llmfleet /etc/sysctl.d /etc/default /etc/systemd/system /usr/local/sbin -xdev \
+    -type f -exec sha256sum {} + 2>/dev/null | sort
+systemctl list-unit-files --no-legend 'llmfleet*' | sort
+systemctl list-units --all --plain --no-legend 'llmfleet*' | awk '{print $1, $3}' | sort
+swapon --show --noheadings
+ip -o link show | awk '{print $2, $4, $5}'
+ip -o addr show | awk '{print $2, $3, $4}'
+(docker ps -a --format '{{.Names}} {{.ID}}' 2>/dev/null
+ podman ps -a --format '{{.Names}} {{.ID}}') | sort
+"""
+
+
+def snapshot(lab: Lab, nodes: tuple[str, ...] = ("spark-1", "spark-2")) -> dict[str, str]:
+    """Each node's state as far as our roles could change it (see SNAPSHOT)."""
+    return {node: lab.out(node, SNAPSHOT) for node in nodes}
+
+
 def changed_counts(output: str) -> dict[str, int]:
     """changed= per lab host (nodes, and this machine as the Claude Code client) from a
     play recap."""
@@ -122,9 +143,16 @@ def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="session")
-def site(lab: Lab) -> subprocess.CompletedProcess[str]:
-    """The lab after one `llmfleet up`: fabric, Ray, vLLM, claude-code-router, Claude Code."""
-    return run_up(lab)
+def site_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the first `llmfleet up` keeps ansible-runner's record of the run."""
+    return tmp_path_factory.mktemp("site") / "artifacts"
+
+
+@pytest.fixture(scope="session")
+def site(lab: Lab, site_artifacts: Path) -> subprocess.CompletedProcess[str]:
+    """The lab after one `llmfleet up`: fabric, Ray, vLLM, claude-code-router, Claude Code.
+    Run with -vvv and its artifacts kept, so that the secrets test can search all of it."""
+    return run_up(lab, "-vvv", "--artifacts", str(site_artifacts))
 
 
 FABRIC_TEST_ADDRESSES = {

@@ -43,13 +43,17 @@ def test_fabric_converges_with_both_halves_addressed(converged: Lab) -> None:
 def test_second_converge_changes_nothing(converged: Lab) -> None:
     again = playbook(converged, "playbooks/fabric.yml")
     assert again.returncode == 0, again.stdout[-5000:]
-    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 0}, again.stdout[-3000:]
+    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 0, "localhost": 0}, (
+        again.stdout[-3000:]
+    )
 
 
 def test_check_diff_on_the_converged_lab_changes_nothing(converged: Lab) -> None:
     check = playbook(converged, "playbooks/fabric.yml", "--check", "--diff")
     assert check.returncode == 0, check.stdout[-5000:]
-    assert changed_counts(check.stdout) == {"spark-1": 0, "spark-2": 0}, check.stdout[-3000:]
+    assert changed_counts(check.stdout) == {"spark-1": 0, "spark-2": 0, "localhost": 0}, (
+        check.stdout[-3000:]
+    )
 
 
 def test_an_interface_that_drifted_is_put_back(converged: Lab) -> None:
@@ -58,7 +62,9 @@ def test_an_interface_that_drifted_is_put_back(converged: Lab) -> None:
     converged.sh("spark-2", "ip link set enp1s0f1np1 mtu 1500")
     again = playbook(converged, "playbooks/fabric.yml")
     assert again.returncode == 0, again.stdout[-5000:]
-    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 1}, again.stdout[-3000:]
+    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 1, "localhost": 0}, (
+        again.stdout[-3000:]
+    )
     info = json.loads(converged.out("spark-2", "ip -j link show enp1s0f1np1"))[0]
     assert info["mtu"] == 9000
 

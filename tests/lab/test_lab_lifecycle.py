@@ -5,13 +5,35 @@ from __future__ import annotations
 import json
 import subprocess
 
-from .conftest import Lab, llmfleet
+from .conftest import Lab, llmfleet, snapshot
 
 SWITCHED_LAB = "llmfleet-t3"
 
 
 def host(*cmd: str) -> str:
     return subprocess.run(list(cmd), capture_output=True, text=True, check=True).stdout
+
+
+def three_sparks_refused_before_any_change(lab: Lab) -> None:
+    """site.yml on three Sparks for the lab model (2 attention heads): tensor parallel 3 is
+    refused in the validation play, naming the layouts that work, before any node changes."""
+    nodes = ("spark-1", "spark-2", "spark-3")
+    before = snapshot(lab, nodes)
+    proc = lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", timeout=600)
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, output[-4000:]
+    for node in nodes:
+        assert (
+            f"[{node}] FAILED: Require a tensor parallel size that divides the model's heads"
+            in output
+        )
+    assert (
+        "3 hosts (spark-1, spark-2, spark-3) give tensor parallel 3, which does not divide the"
+        " model's 2 attention heads and 1 KV heads (vLLM refuses it at start); layouts that work:"
+        " tensor parallel 2 on 2 hosts (llmfleet_vllm_hosts: ['spark-1', 'spark-2'])"
+    ) in output
+    assert "== PLAY: Set up and prove the CX7 fabric" not in output
+    assert snapshot(lab, nodes) == before
 
 
 def test_three_node_switched_lab_up_then_down_leaves_nothing() -> None:
@@ -22,6 +44,7 @@ def test_three_node_switched_lab_up_then_down_leaves_nothing() -> None:
             links = lab.out(node, "ibdev2netdev")
             for netdev in ("enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1"):
                 assert f"==> {netdev} (Up)" in links, (node, links)
+        three_sparks_refused_before_any_change(lab)
         # one switch per half: spark-1 reaches both others on the same half
         for index, node in enumerate(("spark-1", "spark-2", "spark-3"), start=1):
             lab.sh(node, f"ip addr add 192.168.252.{index}/24 dev enp1s0f1np1")
@@ -50,3 +73,26 @@ def test_three_node_switched_lab_up_then_down_leaves_nothing() -> None:
     assert not [
         name for name in host_links if name.startswith(("en", "n1-p", "n2-p", "n3-p", "sw-p"))
     ], host_links
+
+
+def test_a_network_of_the_same_name_that_is_not_the_labs_is_left_alone() -> None:
+    foreign = "llmfleet-foreign"
+    subprocess.run(["podman", "network", "rm", "-f", foreign], capture_output=True, check=False)
+    host("podman", "network", "create", foreign)
+    try:
+        llmfleet("lab", "down", "--name", foreign)
+        assert foreign in host("podman", "network", "ls", "--format", "{{.Name}}").split()
+        proc = subprocess.run(
+            ["llmfleet", "lab", "up", "--name", foreign],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"a podman network named '{foreign}' exists and is not this lab's" in " ".join(
+            (proc.stdout + proc.stderr).split()
+        )
+        assert not host("podman", "ps", "-a", "--filter", f"label=llmfleet.lab={foreign}", "-q")
+    finally:
+        subprocess.run(["podman", "network", "rm", "-f", foreign], capture_output=True, check=False)

@@ -1,24 +1,69 @@
-"""Every molecule scenario, on nodes from the lab image: converge, idempotence, verify."""
+"""Every molecule scenario, on lab nodes over SSH: converge, idempotence, verify.
+
+Scenarios that can follow one another on the same nodes share one lab, as roles share a
+Spark: each later scenario converges on what the earlier ones left, which is a day-2 run
+of its role, and its idempotence and verify steps hold all the same. A group's lab is
+started by the first scenario's create step and removed after the group. The order
+inside a group is deliberate: the fabric before what runs on it, the firewall last (it
+closes the ports the others open), one vLLM deployment kind per group.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
 from .conftest import ROOT, llmfleet
 
+GROUPS: dict[str, tuple[str, ...]] = {
+    "fabric": (
+        "default",
+        "cx7_network",
+        "fabric_verify",
+        "rdma_verify",
+        "nccl_env",
+        "ray_node",
+        "cluster_firewall",
+    ),
+    "clients": ("claude_code", "claude_code_router", "mlx_server", "preflight"),
+    # vLLM in Docker, then natively (the role retires the container), benchmarked, then
+    # scraped by monitoring.
+    "serving": ("vllm_server", "benchmark", "monitoring"),
+}
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
+CASES = [(group, scenario) for group, members in GROUPS.items() for scenario in members]
+
+
+def lab_of(group: str) -> str:
+    return f"llmfleet-molecule-{group}"
+
+
+def test_every_scenario_belongs_to_one_group() -> None:
+    grouped = [scenario for _, scenario in CASES]
+    assert sorted(grouped) == SCENARIOS
 
 
 @pytest.fixture(scope="module")
-def lab_image() -> str:
-    return llmfleet("lab", "build", "--quiet").strip()
+def molecule_labs() -> Iterator[set[str]]:
+    """The group labs started so far; each is removed once its last scenario has run (and
+    all of them at the end, whatever failed)."""
+    started: set[str] = set()
+    yield started
+    for lab in sorted(started):
+        llmfleet("lab", "down", "--name", lab)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_molecule_scenario(scenario: str, lab_image: str) -> None:
+@pytest.mark.parametrize(("group", "scenario"), CASES, ids=[s for _, s in CASES])
+def test_molecule_scenario(group: str, scenario: str, molecule_labs: set[str]) -> None:
+    lab = lab_of(group)
+    if not molecule_labs:
+        # What an interrupted session left must not decide this one.
+        for name in GROUPS:
+            llmfleet("lab", "down", "--name", lab_of(name))
+    molecule_labs.add(lab)
     proc = subprocess.run(
         ["molecule", "test", "--scenario-name", scenario],
         cwd=ROOT,
@@ -26,8 +71,11 @@ def test_molecule_scenario(scenario: str, lab_image: str) -> None:
         text=True,
         timeout=1800,
         check=False,
-        env={**os.environ, "LLMFLEET_LAB_IMAGE": lab_image, "NO_COLOR": "1", "PY_COLORS": "0"},
+        env={**os.environ, "LLMFLEET_MOLECULE_LAB": lab, "NO_COLOR": "1", "PY_COLORS": "0"},
     )
+    if scenario == GROUPS[group][-1]:
+        llmfleet("lab", "down", "--name", lab)
+        molecule_labs.discard(lab)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-6000:]
     assert "idempotence: Executed: Successful" in output or "Idempotence completed" in output

@@ -36,7 +36,7 @@ def test_every_request_answered_with_real_numbers(runs: list[dict]) -> None:
 
 def test_the_config_names_what_was_measured(runs: list[dict]) -> None:
     config = runs[-1]["config"]
-    assert config["endpoint"] == "http://molecule-spark-1:8000"
+    assert config["endpoint"] == "http://spark-1:8000"
     assert config["runner"] == "molecule-spark-2"
     assert config["left_out"] == ["too_long"]
     assert config["max_model_len"] == 131072

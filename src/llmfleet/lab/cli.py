@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmfleet.lab import cluster, image
+from llmfleet.lab import cluster, image, orchestration
 from llmfleet.lab.errors import LabError
 
 lab_app = typer.Typer(
@@ -81,6 +82,13 @@ def _print_status(status: cluster.LabStatus) -> None:
             links or "-",
         )
     console.print(table)
+    if status.ssh_private_key:
+        first = status.nodes[0].management_ip or "NODE-ADDRESS"
+        console.print(
+            f"ssh: ssh -i {status.ssh_private_key}"
+            f" -o UserKnownHostsFile={status.ssh_known_hosts} root@{first}",
+            soft_wrap=True,
+        )
     stale = {node.image for node in status.nodes} - {status.image_current}
     if stale:
         console.print(f"[yellow]image differs from the current recipe {status.image_current}[/]")
@@ -219,3 +227,31 @@ def shell(
     """Open a shell on a node."""
     container = f"{name}-{node}"
     raise typer.Exit(subprocess.call(["podman", "exec", "-it", container, "bash", "-l"]))
+
+
+@lab_app.command("bench")
+def bench(
+    output: Annotated[
+        str, typer.Option(help="Folder of the JSON and markdown results.")
+    ] = "artifacts/bench",
+    nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
+    name: LabOption = cluster.DEFAULT_LAB,
+) -> None:
+    """Benchmark the orchestration on a fresh lab (the lab is removed and started again).
+
+    Measures the fresh converge and, during it, the time until vLLM first answers; vLLM's
+    own start on the same lab; a no-op re-run (time, tasks per host); a profile change.
+    Writes orchestration-<time>.json and .md under --output.
+
+    Example: [bold]llmfleet lab bench[/] (part of `make bench`)
+    """
+
+    def action() -> Path:
+        path, _ = orchestration.run(
+            console, lab=name, root=Path.cwd(), output_dir=Path(output), nodes=nodes
+        )
+        return path
+
+    path = _guard(action)
+    console.print(path.with_suffix(".md").read_text())
+    console.print(f"results: {path} and {path.with_suffix('.md')}")

@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.console import Console
 
-from llmfleet.lab import podman
+from llmfleet.lab import access, podman
 from llmfleet.lab.errors import LabError
 from llmfleet.lab.image import ensure_image, host_ca_bundle, node_image_ref
 
@@ -87,6 +87,9 @@ class LabStatus:
     lab: str
     image_current: str
     nodes: list[NodeStatus]
+    # The key and known hosts that reach the nodes as root over SSH ("" before `up`).
+    ssh_private_key: str = ""
+    ssh_known_hosts: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -121,7 +124,7 @@ def lab_nodes(lab: str) -> list[dict[str, Any]]:
     )
 
 
-def _create_node(lab: str, node: Node, image: str) -> None:
+def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> None:
     podman.run(
         "run",
         "-d",
@@ -143,6 +146,9 @@ def _create_node(lab: str, node: Node, image: str) -> None:
         f"{NODE_LABEL}={node.hostname}",
         "--label",
         f"llmfleet.lab.index={node.index}",
+        # Where the inventory finds the key and known hosts that reach this node.
+        "--label",
+        f"{access.SSH_LABEL}={ssh.folder}",
         "-v",
         f"{node.storage_volume}:/var/lib/containers",
         *_trust_options(),
@@ -362,21 +368,38 @@ def up(
         )
     if not podman.network_exists(lab):
         podman.run("network", "create", "--label", f"{LAB_LABEL}={lab}", lab)
+    elif not _lab_network(lab):
+        raise LabError(
+            f"a podman network named {lab!r} exists and is not this lab's"
+            f" (no {LAB_LABEL}={lab} label)",
+            hint="give the lab another name (--name), or remove that network yourself",
+        )
     members = [Node.of_lab(lab, i) for i in range(1, nodes + 1)]
     by_name = {c["Names"][0]: c for c in existing}
+    ssh = access.ensure_key(lab)
     with console.status("starting nodes"):
         for node in members:
             current = by_name.get(node.container)
             if current is None:
-                _create_node(lab, node, image)
+                _create_node(lab, node, image, ssh)
             elif current["State"] != "running":
                 podman.run("start", node.container)
     _wait_booted(members, console)
+    with console.status("installing the lab's SSH key"):
+        addresses = access.management_addresses([node.container for node in members], lab)
+        access.authorize(ssh, addresses)
+        access.wait_reachable(ssh, list(addresses.values()))
     created = wire_fabric(lab, members, ports)
     wait_emulated_hardware(members, ports)
     if created:
         console.print(f"fabric: {created} CX7 link(s) wired")
     return status(lab)
+
+
+def _lab_network(lab: str) -> bool:
+    """Whether the podman network named like the lab is the lab's own (carries its label):
+    a network of the same name made by someone else is never used nor removed."""
+    return podman.network_labels(lab).get(LAB_LABEL) == lab
 
 
 def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
@@ -387,13 +410,15 @@ def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
         podman.remove_container(name)
         podman.run("volume", "rm", "-f", f"{name}-containers", check=False)
         removed.append(name)
-    if podman.network_exists(lab):
+    if podman.network_exists(lab) and _lab_network(lab):
         podman.run("network", "rm", "-f", lab)
         removed.append(f"network {lab}")
     namespace = fabric_namespace(lab)
     if _namespace_exists(namespace):
         _host("ip", "netns", "del", namespace)
         removed.append(f"namespace {namespace}")
+    if access.forget(lab):
+        removed.append("SSH key")
     return removed
 
 
@@ -441,7 +466,14 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
             ).stdout.strip()
             node.links = _links(name)
         nodes.append(node)
-    return LabStatus(lab=lab, image_current=node_image_ref(), nodes=nodes)
+    ssh = access.access_of(lab)
+    return LabStatus(
+        lab=lab,
+        image_current=node_image_ref(),
+        nodes=nodes,
+        ssh_private_key=str(ssh.private_key) if ssh.private_key.is_file() else "",
+        ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
+    )
 
 
 def _container_for(lab: str, hostname: str) -> str:

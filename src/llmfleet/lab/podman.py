@@ -76,6 +76,12 @@ def network_exists(name: str) -> bool:
     return run("network", "exists", name, check=False).returncode == 0
 
 
+def network_labels(name: str) -> dict[str, str]:
+    """The labels of network ``name`` ({} when it has none)."""
+    data: list[dict[str, Any]] = json.loads(run("network", "inspect", name).stdout)
+    return dict(data[0].get("labels") or {})
+
+
 def exec_in(
     container: str, *cmd: str, check: bool = True, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

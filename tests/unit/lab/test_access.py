@@ -1,0 +1,88 @@
+"""The lab's SSH material and how the lab inventory connects with it."""
+
+from __future__ import annotations
+
+import importlib.util
+import stat
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from llmfleet.lab import access
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def lab_inventory() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lab_nodes", ROOT / "inventory/lab/nodes.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_key_pair_is_made_once_private_and_outside_the_checkout(cache: Path) -> None:
+    first = access.ensure_key("lab-a")
+    assert first.folder == cache / "llmfleet" / "labs" / "lab-a" / "ssh"
+    assert mode(first.folder) == 0o700 and mode(first.private_key) == 0o600
+    assert first.public_key.read_text().startswith("ssh-ed25519 ")
+    assert "llmfleet lab lab-a" in first.public_key.read_text()
+    key = first.private_key.read_bytes()
+    assert access.ensure_key("lab-a").private_key.read_bytes() == key  # kept, not remade
+    assert access.ensure_key("lab-b").private_key.read_bytes() != key  # one pair per lab
+
+
+def test_a_half_written_pair_is_made_again(cache: Path) -> None:
+    made = access.ensure_key("lab-a")
+    made.public_key.unlink()
+    again = access.ensure_key("lab-a")
+    assert again.public_key.is_file() and mode(again.private_key) == 0o600
+
+
+def test_forget_removes_the_lab_folder_only(cache: Path) -> None:
+    access.ensure_key("lab-a")
+    kept = access.ensure_key("lab-b")
+    assert access.forget("lab-a") is True
+    assert not (cache / "llmfleet" / "labs" / "lab-a").exists()
+    assert kept.private_key.is_file()
+    assert access.forget("lab-a") is False
+
+
+def test_the_proxy_reaches_ssh_sessions() -> None:
+    environ = {"https_proxy": "http://proxy:3128", "NO_PROXY": "localhost", "HOME": "/root"}
+    assert access.session_environment(environ) == [
+        "HTTPS_PROXY=http://proxy:3128",
+        "NO_PROXY=localhost",
+    ]
+    assert access.session_environment({}) == []
+
+
+def test_a_node_with_ssh_material_is_reached_over_ssh() -> None:
+    conn = lab_inventory().connection("lab-spark-1", "10.89.0.5", "/cache/labs/lab/ssh")
+    assert conn["ansible_connection"] == "ssh"
+    assert conn["ansible_host"] == "10.89.0.5"
+    assert conn["ansible_user"] == "root"
+    assert conn["ansible_ssh_private_key_file"] == "/cache/labs/lab/ssh/id_ed25519"
+    assert "UserKnownHostsFile=/cache/labs/lab/ssh/known_hosts" in conn["ansible_ssh_common_args"]
+    assert "StrictHostKeyChecking=yes" in conn["ansible_ssh_common_args"]
+    assert conn["ansible_control_path_dir"] == "/cache/labs/lab/ssh/cp"
+
+
+def test_a_stopped_node_is_named_and_an_old_node_is_reached_through_podman() -> None:
+    nodes = lab_inventory()
+    assert nodes.connection("lab-spark-2", "", "/cache/ssh")["ansible_host"] == "lab-spark-2"
+    assert nodes.connection("lab-spark-2", "10.89.0.6", "") == {
+        "ansible_connection": "containers.podman.podman",
+        "ansible_host": "lab-spark-2",
+    }
