@@ -5,6 +5,7 @@ spark-2 over the CX7-named links."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import urllib.parse
@@ -91,7 +92,12 @@ def test_vllm_runs_tensor_parallel_2_across_both_nodes_without_ray(lab: Lab, sit
 
 
 def test_ray_cluster_has_both_nodes(lab: Lab, site) -> None:
-    status = lab.out("spark-1", "/opt/vllm/bin/ray status --address 192.168.100.11:6379")
+    # `ray status` is a Ray client: it needs the cluster's token (Ray's environment file).
+    status = lab.out(
+        "spark-1",
+        "set -a; . /etc/llmfleet/ray/ray.env; "
+        "/opt/vllm/bin/ray status --address 192.168.100.11:6379",
+    )
     active = status.split("Active:")[1].split("Pending:")[0]
     assert len([line for line in active.splitlines() if "node_" in line]) == 2, status
     env = lab.out("spark-2", "cat /proc/$(systemctl show -p MainPID --value llmfleet-ray)/environ")
@@ -113,7 +119,7 @@ def test_both_apis_answer_with_the_key_and_refuse_without(lab: Lab, site) -> Non
 
 def test_the_key_is_never_on_a_command_line_or_readable_by_others(lab: Lab, site) -> None:
     for node in ("spark-1", "spark-2"):
-        assert lab.out(node, "stat -c '%U %a' /etc/llmfleet/vllm/vllm.env").split() == [
+        assert lab.out(node, "stat -c '%U %a' /etc/llmfleet/private/vllm.env").split() == [
             "root",
             "600",
         ]
@@ -150,10 +156,128 @@ def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None
     assert code == 200, text
 
 
+def ok_counts(output: str) -> dict[str, int]:
+    """ok= (tasks run) per host from a play recap."""
+    return {
+        m[0]: int(m[1]) for m in re.findall(r"^(spark-\d+|localhost)\s+: ok=(\d+)", output, re.M)
+    }
+
+
+# Tasks a no-op `llmfleet up` ran per lab node before the round trips were cut (recap of
+# the second run on the lab, 2026-11-23): a no-op run must run fewer.
+NO_OP_TASKS_BEFORE = {"spark-1": 248, "spark-2": 172}
+
+
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
+    tasks = ok_counts(proc.stdout)
+    assert all(tasks[node] < before for node, before in NO_OP_TASKS_BEFORE.items()), tasks
+    # The fabric is the one the first run measured: its result stands, perftest does not run.
+    flat = " ".join(proc.stdout.split())
+    assert "RDMA not measured again: the fabric is the one measured at" in flat, flat[-4000:]
+    assert "Start ib_write_bw servers" not in proc.stdout
+    # The lab checks utilization like inventory/sparks (0.7 of each node's emulated 8 GiB
+    # GB10 pool). The serving vLLM holds part of that pool: free memory alone is below what
+    # the check asks on a node (the failure of every re-run before), and counting what our
+    # vLLM holds it passes, with no page cache dropped (0 changed above).
+    shown = re.findall(
+        r"(spark-\d): 1 NVIDIA GPU via nvidia-smi: GPU 0 NVIDIA GB10 ([\d.]+)/([\d.]+) GiB free"
+        r" \(unified memory\) \+ ([\d.]+) GiB our vLLM holds; every GPU has the memory asked for"
+        r" \(our vLLM runs: checked again only if it restarts\)",
+        " ".join(proc.stdout.split()),
+    )
+    assert {node for node, *_ in shown} == {"spark-1", "spark-2"}, proc.stdout[-6000:]
+    assert any(float(free) < 0.7 * float(total) for _, free, total, _ in shown), shown
+    assert all(float(held) > 0.5 for *_, held in shown), shown
+
+
+def test_tags_verify_measures_the_fabric_again(lab: Lab, site) -> None:
+    """Asked for (`--tags verify`), the fabric is proven now, whatever the last result."""
+    proc = run_up(lab, "--tags", "verify")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert "Start ib_write_bw servers" in proc.stdout
+    assert "RDMA not measured again" not in proc.stdout
+    assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
+
+
+def vllm_started(lab: Lab, node: str) -> str:
+    return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
+
+
+def test_a_due_restart_survives_a_failed_run_and_a_broken_start_fails_fast(lab: Lab, site) -> None:
+    """Profile changes converged with --tags preflight,vllm_server (the validation play runs
+    all the same): a restart that a failed run left undone happens on the next run, and a
+    start vLLM refuses fails the run at once with vLLM's reason, then stops at its start
+    limit instead of looping."""
+    tags = ("--tags", "preflight,vllm_server")
+    started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
+
+    try:
+        due_restart_and_broken_start(lab, tags, started)
+    finally:
+        # 4. Back to the lab profile (whatever failed above: the tests after this one need
+        # a serving lab): the failed unit starts again and serves.
+        proc = run_up(lab, *tags)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+    assert code == 200, text
+
+
+def due_restart_and_broken_start(lab: Lab, tags: tuple[str, ...], started: dict[str, str]) -> None:
+    fewer_seqs = json.dumps({"vllm_server_profile_overrides": {"max_num_seqs": 6}})
+    marker = "/etc/llmfleet/private/restart-pending"
+
+    # 1. The profile changes, but the restart would not find its memory: the run stops
+    # before restarting anything, and the new serve.yaml waits with the marker.
+    proc = run_up(lab, *tags, "-e", fewer_seqs, "-e", "preflight_required_gib=100")
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, out[-4000:]
+    assert (
+        "spark-1: vLLM must restart (/etc/llmfleet/vllm/serve.yaml changed) but will not find its"
+        " memory: GPU 0 (NVIDIA GB10): free"
+    ) in out
+    for node in ("spark-1", "spark-2"):
+        assert "max-num-seqs: 6" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml")
+        assert lab.sh(node, f"test -f {marker}", check=False).returncode == 0
+        assert vllm_started(lab, node) == started[node]
+
+    # 2. The same profile again: no file changes, the restart left undone happens.
+    proc = run_up(lab, *tags, "-e", fewer_seqs)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, out[-4000:]
+    assert "Restart vLLM for a configuration that an earlier run wrote but did not apply" in out
+    for node in ("spark-1", "spark-2"):
+        assert vllm_started(lab, node) != started[node]
+        assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1
+
+    # 3. A value the installed vLLM refuses at start: the run fails as soon as the ranks
+    # exit, with vLLM's own reason, not after vllm_server_start_timeout.
+    broken = json.dumps(
+        {"vllm_server_profile_overrides": {"max_num_seqs": 6, "kv_cache_dtype": "fp4"}}
+    )
+    proc = run_up(lab, *tags, "-e", broken)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, out[-4000:]
+    assert (
+        "FAILED: Wait until vLLM answers /health, failing at once if this rank's process exits"
+        in out
+    )
+    # The module says how long after the restart it noticed (the note records it).
+    assert re.search(
+        r"exited [\d.]+ s into the wait: vllm serve: error: argument --kv-cache-dtype:"
+        r" invalid choice: 'fp4'",
+        out,
+    ), out[-4000:]
+    assert "was not ready after" not in out
+    # systemd gives up after its start limit instead of restarting for ever: 6 starts in 5
+    # minutes. Waiting out six real failed starts (about 20 s each here) would cost the test
+    # two minutes, so the unit's limits are read instead.
+    limits = lab.out(
+        "spark-1", "systemctl show -p StartLimitBurst -p StartLimitIntervalUSec llmfleet-vllm"
+    )
+    assert sorted(limits.split()) == ["StartLimitBurst=6", "StartLimitIntervalUSec=5min"], limits
 
 
 def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) -> None:
@@ -177,7 +301,7 @@ def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) ->
     out = proc.stdout
     assert (
         "+ExecStart=/usr/bin/docker exec --env RAY_ADDRESS --env-file /etc/llmfleet/nccl.env "
-        "--env-file /etc/llmfleet/vllm/vllm.env llmfleet-ray "
+        "--env-file /etc/llmfleet/private/vllm.env llmfleet-ray "
         "vllm serve --config /etc/llmfleet/vllm/serve.yaml"
     ) in out
     assert "+Environment=RAY_ADDRESS=192.168.100.11:6379" in out

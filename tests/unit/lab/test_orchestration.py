@@ -1,0 +1,59 @@
+"""The orchestration benchmark's parsing and report (the measuring runs on the lab)."""
+
+from __future__ import annotations
+
+import json
+
+from llmfleet.lab.orchestration import OrchestrationResult, Run, parse_recap, render_markdown
+
+RECAP = """
+== RECAP
+localhost : ok=26 changed=0 unreachable=0 failed=0 skipped=436 rescued=0 ignored=0
+spark-1   : ok=248 changed=0 unreachable=0 failed=0 skipped=435 rescued=0 ignored=0
+spark-2   : ok=172 changed=3 unreachable=0 failed=0 skipped=444 rescued=0 ignored=0
+OK: all hosts done in 02:53
+"""
+
+
+def result(first_answer: float | None = 90.0, no_op: float = 12.0) -> OrchestrationResult:
+    recap = parse_recap(RECAP)
+    return OrchestrationResult(
+        timestamp="20261123T080000Z",
+        lab="llmfleet-lab",
+        nodes=2,
+        lab_up_s=6.2,
+        fresh=Run(seconds=290.0, recap=recap, first_answer_s=first_answer),
+        vllm_own_start_s=75.0,
+        no_op=Run(seconds=no_op, recap=recap),
+        profile_change=Run(seconds=110.0, recap=recap),
+    )
+
+
+def test_the_recap_is_read_per_host() -> None:
+    recap = parse_recap(RECAP)
+    assert recap["spark-1"] == {
+        "ok": 248, "changed": 0, "unreachable": 0, "failed": 0, "skipped": 435,
+    }  # fmt: skip
+    assert recap["spark-2"]["changed"] == 3
+    assert set(recap) == {"localhost", "spark-1", "spark-2"}
+    assert parse_recap("no recap here") == {}
+
+
+def test_the_ratio_is_first_answer_over_vllms_own_start() -> None:
+    assert result().first_answer_ratio == 90.0 / 75.0
+    assert result(first_answer=None).first_answer_ratio is None
+    data = json.loads(result().to_json())
+    assert data["first_answer_over_vllm_start"] == 90.0 / 75.0
+    assert data["no_op"]["recap"]["spark-1"]["ok"] == 248
+    assert data["targets"] == {"no_op_s": 20.0, "first_answer_over_vllm_start": 1.5}
+
+
+def test_the_report_says_which_target_is_met() -> None:
+    met = render_markdown(result())
+    assert "| **first answer / vLLM's own start** | 1.2 x | <= 1.5 (met) |" in met
+    assert "| **no-op `llmfleet up`** | 12.0 s | <= 20 s (met) |" in met
+    assert "| no-op | spark-1 | 248 | 0 | 435 |" in met
+    missed = render_markdown(result(first_answer=200.0, no_op=150.0))
+    assert "2.7 x | <= 1.5 (not met)" in missed
+    assert "150.0 s | <= 20 s (not met)" in missed
+    assert "n/a" in render_markdown(result(first_answer=None))
