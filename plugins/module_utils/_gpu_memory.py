@@ -31,6 +31,9 @@ restarted) counts as free for the fit check: it is released before the new proce
 starts. On unified memory that is the processes' proportional set size (``Pss`` of
 ``/proc/PID/smaps_rollup``, shared pages split between their users); on a GPU with
 memory of its own, what ``nvidia-smi --query-compute-apps`` reports for their PIDs.
+With ``reclaim_cache_when_held`` the reclaimable page cache of a unified-memory GPU
+counts too while our vLLM holds memory there: the caller drops it just before that
+vLLM restarts (``drop_cache_before_restart`` in the result says the fit needs it).
 
 Sizes are bytes inside, GiB (2**30) rounded to 2 decimals in results.
 """
@@ -557,13 +560,31 @@ def misfit_message(gpu, need, rule, gpu_memory_utilization=None):
     return "{0}: stop what else uses the GPU or {1}".format(text, lower)
 
 
-def fit_check(gpus, required_gib=None, gpu_memory_utilization=None):
-    """Set ``required``/``fits`` on every GPU; return the misfit messages."""
+def fit_check(gpus, required_gib=None, gpu_memory_utilization=None, reclaim_cache_when_held=False):
+    """Set ``required``/``fits`` (and ``cache_needed``) on every GPU; return the misfit messages.
+
+    ``reclaim_cache_when_held``: the page cache of a unified-memory GPU where our vLLM
+    holds memory counts as available (it is dropped before that vLLM restarts);
+    ``cache_needed`` is set where the fit depends on it.
+    """
     problems = []
     for gpu in gpus:
         need, rule = required_bytes(gpu["total"], required_gib, gpu_memory_utilization)
         gpu["required"] = need
-        gpu["fits"] = None if need is None else gpu["free"] + (gpu.get("held") or 0) >= need
+        held = gpu.get("held") or 0
+        gpu["cache_needed"] = False
+        if need is None:
+            gpu["fits"] = None
+            continue
+        gpu["fits"] = gpu["free"] + held >= need
+        if (
+            not gpu["fits"]
+            and reclaim_cache_when_held
+            and held
+            and gpu["unified_memory"]
+            and gpu["free"] + held + (gpu.get("page_cache") or 0) >= need
+        ):
+            gpu["fits"] = gpu["cache_needed"] = True
         if gpu["fits"] is False:
             problems.append(misfit_message(gpu, need, rule, gpu_memory_utilization))
     return problems
@@ -588,6 +609,7 @@ def public_gpu(gpu):
         "required_gib": to_gib(gpu.get("required")),
         "held_gib": to_gib(gpu.get("held") or 0),
         "fits": gpu.get("fits"),
+        "cache_needed": gpu.get("cache_needed", False),
     }
 
 
@@ -622,6 +644,7 @@ def gather(
     unified_free="MemFree",
     held_by=None,
     proc="/proc",
+    reclaim_cache_when_held=False,
 ):
     """The module's result, without ``changed``.
 
@@ -641,6 +664,7 @@ def gather(
         "gpu_count": 0,
         "fits": None,
         "page_cache_gib": None,
+        "drop_cache_before_restart": False,
         "unified_memory_free": unified_free,
     }
     if not rows:
@@ -662,17 +686,24 @@ def gather(
         discrete = [g for g in entries if not g["unified_memory"]]
         apps = query_compute_apps(run, nvidia_smi_path) if discrete and nvidia_smi_path else {}
         add_held(entries, pids, apps, proc)
-    misfits = fit_check(entries, required_gib, gpu_memory_utilization)
+    misfits = fit_check(entries, required_gib, gpu_memory_utilization, reclaim_cache_when_held)
     checked = [g["fits"] for g in entries if g["fits"] is not None]
+    cache_needed = any(g["cache_needed"] for g in entries)
     result.update(
         gpus=[public_gpu(g) for g in entries],
         gpu_count=len(entries),
         fits=all(checked) if checked else None,
         page_cache_gib=to_gib(page_cache),
+        drop_cache_before_restart=cache_needed,
     )
     if misfits:
         result["failed"] = True
         result["msg"] = " | ".join(misfits)
+    elif cache_needed:
+        result["msg"] = (
+            "{0}; every GPU has the memory asked for once {1:.2f} GiB of page cache is dropped"
+            " before our vLLM restarts".format(_summary(entries, source), page_cache / GIB)
+        )
     elif checked:
         result["msg"] = "{0}; every GPU has the memory asked for".format(_summary(entries, source))
     else:

@@ -93,6 +93,13 @@ options:
         C(/proc/PID/smaps_rollup)); on a GPU with memory of its own, what
         C(nvidia-smi --query-compute-apps) reports for their PIDs.
     type: str
+  reclaim_cache_when_held:
+    description:
+      - On a unified-memory GPU where the processes of O(held_by) hold memory, count the
+        reclaimable page cache as available too, because the caller drops it just before that vLLM
+        restarts. RV(drop_cache_before_restart) says when the fit depends on it.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -202,6 +209,13 @@ fits:
   description:
     - True when every reported GPU has the memory asked for, false when one does not (the task then
       fails); null when nothing was asked or there is no GPU.
+  returned: always
+  type: bool
+  sample: false
+drop_cache_before_restart:
+  description:
+    - True when a GPU fits only with its page cache counted (O(reclaim_cache_when_held)): the page
+      cache must be dropped before the vLLM of O(held_by) restarts.
   returned: always
   type: bool
   sample: false
@@ -316,11 +330,17 @@ gpus:
       returned: always
       sample: 2.41
     fits:
-      description: Whether free memory plus RV(gpus[].held_gib) is at least
-        RV(gpus[].required_gib); null when nothing was asked.
+      description: Whether free memory plus RV(gpus[].held_gib) (plus the page cache, see
+        RV(gpus[].cache_needed)) is at least RV(gpus[].required_gib); null when nothing was asked.
       type: bool
       returned: always
       sample: true
+    cache_needed:
+      description: True when this GPU fits only with its page cache counted
+        (O(reclaim_cache_when_held)).
+      type: bool
+      returned: always
+      sample: false
 """
 
 # Ansible's module layout: documentation first, imports after it.
@@ -348,6 +368,7 @@ ARGUMENT_SPEC = {
     },
     "fail_on_no_gpu": {"type": "bool", "default": False},
     "held_by": {"type": "str"},
+    "reclaim_cache_when_held": {"type": "bool", "default": False},
 }
 
 
@@ -373,6 +394,7 @@ def main():
             gpu_memory_utilization=params["gpu_memory_utilization"],
             unified_free=params["unified_memory_free"],
             held_by=params["held_by"],
+            reclaim_cache_when_held=params["reclaim_cache_when_held"],
         )
     except GpuMemoryError as error:
         module.fail_json(msg=str(error), **error.details)

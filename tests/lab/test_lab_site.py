@@ -181,14 +181,18 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     # The lab checks utilization like inventory/sparks (0.7 of each node's emulated 8 GiB
     # GB10 pool). The serving vLLM holds part of that pool: free memory alone is below what
     # the check asks on a node (the failure of every re-run before), and counting what our
-    # vLLM holds it passes, with no page cache dropped (0 changed above).
+    # vLLM holds it passes, with no page cache dropped (0 changed above). Where the node's page
+    # cache is needed too (spark-1 reads more files: clients, benchmark repositories), it counts
+    # as well: it would be dropped just before vLLM restarts, not now.
     shown = re.findall(
         r"(spark-\d): 1 NVIDIA GPU via nvidia-smi: GPU 0 NVIDIA GB10 ([\d.]+)/([\d.]+) GiB free"
         r" \(unified memory\) \+ ([\d.]+) GiB our vLLM holds; every GPU has the memory asked for"
+        r"(?: once [\d.]+ GiB of page cache is dropped before our vLLM restarts)?"
         r" \(our vLLM runs: checked again only if it restarts\)",
-        " ".join(proc.stdout.split()),
+        flat,
     )
-    assert {node for node, *_ in shown} == {"spark-1", "spark-2"}, proc.stdout[-6000:]
+    memory_lines = re.findall(r"spark-\d: \d+ NVIDIA GPU.{0,500}", flat)
+    assert {node for node, *_ in shown} == {"spark-1", "spark-2"}, memory_lines
     assert any(float(free) < 0.7 * float(total) for _, free, total, _ in shown), shown
     assert all(float(held) > 0.5 for *_, held in shown), shown
 

@@ -584,6 +584,7 @@ def test_gb10_before_dropping_caches_fails_in_vllms_terms(tmp_path: Path) -> Non
             "required_gib": 98.13,
             "held_gib": 0.0,
             "fits": False,
+            "cache_needed": False,
         }
     ]
 
@@ -780,6 +781,48 @@ def test_a_restarting_vllm_counts_what_it_holds_as_free(tmp_path: Path) -> None:
     assert held["fits"] is True
     assert held["held_pids"] == [400, 401, 402]
     assert held["gpus"][0]["held_gib"] == 3.0
+
+
+def test_a_serving_gb10_short_only_by_page_cache_fits_once_it_is_dropped_before_restart(
+    tmp_path: Path,
+) -> None:
+    proc = _fake_proc(tmp_path / "proc", VLLM_PROCS)
+    meminfo = tmp_path / "meminfo"
+    # 8 GiB, 2 GiB free, 3 GiB held by vLLM, 2.5 GiB reclaimable page cache: 6 GiB asked.
+    meminfo.write_text(
+        "MemTotal: 8388608 kB\nMemFree: 2097152 kB\nMemAvailable: 4718592 kB\n"
+        "Cached: 2883584 kB\nShmem: 262144 kB\n"
+    )
+    asked = {
+        "run": runner(SMI_GB10),
+        "meminfo_path": str(meminfo),
+        "gpu_memory_utilization": 0.75,
+        "held_by": "vllm serve --config /etc/llmfleet/vllm/serve.yaml",
+        "proc": str(proc),
+    }
+    strict = _gather(**asked)
+    assert strict["failed"] is True
+    assert strict["drop_cache_before_restart"] is False
+    assert "plus 3.00 GiB our vLLM holds until it restarts" in strict["msg"]
+    assert "2.50 GiB of the rest is page cache: drop caches" in strict["msg"]
+    reclaimed = _gather(reclaim_cache_when_held=True, **asked)
+    assert "failed" not in reclaimed
+    assert reclaimed["fits"] is True
+    assert reclaimed["drop_cache_before_restart"] is True
+    assert reclaimed["gpus"][0]["cache_needed"] is True
+    assert reclaimed["msg"].endswith(
+        "every GPU has the memory asked for once 2.50 GiB of page cache is dropped"
+        " before our vLLM restarts"
+    )
+    # Without a vLLM of ours the page cache is not counted: preflight drops it itself.
+    idle = _gather(
+        run=runner(SMI_GB10),
+        meminfo_path=str(meminfo),
+        gpu_memory_utilization=0.75,
+        reclaim_cache_when_held=True,
+    )
+    assert idle["failed"] is True
+    assert idle["drop_cache_before_restart"] is False
 
 
 def test_a_discrete_gpu_counts_what_nvidia_smi_says_our_processes_use() -> None:

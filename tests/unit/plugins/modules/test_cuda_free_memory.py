@@ -33,6 +33,7 @@ RunModule = Callable[..., tuple[int, dict[str, Any]]]
 NO_GPU_MSG = "no NVIDIA GPU found (no NVML library, no nvidia-smi)"
 GPU_KEYS = {
     "held_gib",
+    "cache_needed",
     "index",
     "name",
     "uuid",
@@ -86,6 +87,7 @@ def test_h100_through_nvml(
         "source": "nvml",
         "required_gib": 71.68,
         "held_gib": 0.0,
+        "cache_needed": False,
         "fits": True,
     }
 
