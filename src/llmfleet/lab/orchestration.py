@@ -21,6 +21,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -167,6 +168,17 @@ class HealthWatch:
             self._stop.wait(0.5)
 
 
+def _tool_env(lab: str) -> dict[str, str]:
+    """The environment of the runs: this lab, and this interpreter's scripts first on PATH
+    (llmfleet and ansible-playbook come from the same environment as this process)."""
+    scripts = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "LLMFLEET_LAB": lab,
+        "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]),
+    }
+
+
 def _llmfleet_up(
     lab: str, root: Path, health_url: str | None, extra_vars: Sequence[str] = ()
 ) -> Run:
@@ -185,7 +197,7 @@ def _llmfleet_up(
             text=True,
             check=False,
             timeout=3600,
-            env={**os.environ, "LLMFLEET_LAB": lab},
+            env=_tool_env(lab),
         )
     seconds = time.monotonic() - started
     if proc.returncode != 0:

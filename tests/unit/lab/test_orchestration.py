@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
+import pytest
+
+from llmfleet.lab import orchestration
 from llmfleet.lab.orchestration import OrchestrationResult, Run, parse_recap, render_markdown
 
 RECAP = """
@@ -57,3 +63,12 @@ def test_the_report_says_which_target_is_met() -> None:
     assert "2.7 x | <= 1.5 (not met)" in missed
     assert "150.0 s | <= 20 s (not met)" in missed
     assert "n/a" in render_markdown(result(first_answer=None))
+
+
+def test_the_runs_find_llmfleet_beside_this_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    # make bench runs .venv/bin/llmfleet without the venv on PATH: llmfleet up and the
+    # ansible-playbook it starts must still come from this environment.
+    monkeypatch.setenv("PATH", "/usr/bin")
+    env = orchestration._tool_env("llmfleet-lab")
+    assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/usr/bin"]
+    assert env["LLMFLEET_LAB"] == "llmfleet-lab"
