@@ -214,8 +214,8 @@ fits:
   sample: false
 drop_cache_before_restart:
   description:
-    - True when a GPU fits only with its page cache counted (O(reclaim_cache_when_held)): the page
-      cache must be dropped before the vLLM of O(held_by) restarts.
+    - True when a GPU fits only with its page cache counted (O(reclaim_cache_when_held)). The page
+      cache must then be dropped before the vLLM of O(held_by) restarts.
   returned: always
   type: bool
   sample: false
