@@ -163,9 +163,24 @@ def ok_counts(output: str) -> dict[str, int]:
     }
 
 
+def step_counts(output: str) -> dict[str, int]:
+    """ok= plus skipped= per host from a play recap: every task the host went through (a
+    skipped task costs a worker and a round of the strategy all the same)."""
+    return {
+        m[0]: int(m[1]) + int(m[2])
+        for m in re.findall(
+            r"^(spark-\d+|localhost)\s+: ok=(\d+) .*?skipped=(\d+)", output, re.M
+        )
+    }
+
+
 # Tasks a no-op `llmfleet up` ran per lab node before the round trips were cut (recap of
 # the second run on the lab, 2026-11-23): a no-op run must run fewer.
 NO_OP_TASKS_BEFORE = {"spark-1": 248, "spark-2": 172}
+# Tasks run or skipped per lab node on a no-op run before the validation play ran once per
+# run and skipped task files were included instead of imported (2026-11-23, 220 + 447 and
+# 167 + 450): a no-op run must go through fewer than half as many.
+NO_OP_STEPS_BEFORE = {"spark-1": 667, "spark-2": 617}
 
 
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
@@ -174,6 +189,8 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
     tasks = ok_counts(proc.stdout)
     assert all(tasks[node] < before for node, before in NO_OP_TASKS_BEFORE.items()), tasks
+    steps = step_counts(proc.stdout)
+    assert all(steps[node] < before / 2 for node, before in NO_OP_STEPS_BEFORE.items()), steps
     # The fabric is the one the first run measured: its result stands, perftest does not run.
     flat = " ".join(proc.stdout.split())
     assert "RDMA not measured again: the fabric is the one measured at" in flat, flat[-4000:]
