@@ -168,9 +168,7 @@ def step_counts(output: str) -> dict[str, int]:
     skipped task costs a worker and a round of the strategy all the same)."""
     return {
         m[0]: int(m[1]) + int(m[2])
-        for m in re.findall(
-            r"^(spark-\d+|localhost)\s+: ok=(\d+) .*?skipped=(\d+)", output, re.M
-        )
+        for m in re.findall(r"^(spark-\d+|localhost)\s+: ok=(\d+) .*?skipped=(\d+)", output, re.M)
     }
 
 
