@@ -279,9 +279,10 @@ def due_restart_and_broken_start(lab: Lab, tags: tuple[str, ...], started: dict[
     proc = run_up(lab, *tags, "-e", broken)
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 2, out[-4000:]
-    # site.yml starts vLLM and collects its start after the clients (vllm_server_wait false):
-    # the failure is the watch's, collected at the end.
-    assert "FAILED: Wait until vLLM answers /health, watched since its start" in out
+    assert (
+        "FAILED: Wait until vLLM answers /health, failing at once if this rank's process exits"
+        in out
+    )
     # The module says how long after the restart it noticed (the note records it).
     assert re.search(
         r"exited [\d.]+ s into the wait: vllm serve: error: argument --kv-cache-dtype:"
