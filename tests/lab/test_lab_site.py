@@ -12,6 +12,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from llmfleet.lab.orchestration import parse_recap
+
 from .conftest import Lab, changed_counts, run_up
 
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
@@ -156,22 +158,6 @@ def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None
     assert code == 200, text
 
 
-def ok_counts(output: str) -> dict[str, int]:
-    """ok= (tasks run) per host from a play recap."""
-    return {
-        m[0]: int(m[1]) for m in re.findall(r"^(spark-\d+|localhost)\s+: ok=(\d+)", output, re.M)
-    }
-
-
-def step_counts(output: str) -> dict[str, int]:
-    """ok= plus skipped= per host from a play recap: every task the host went through (a
-    skipped task costs a worker and a round of the strategy all the same)."""
-    return {
-        m[0]: int(m[1]) + int(m[2])
-        for m in re.findall(r"^(spark-\d+|localhost)\s+: ok=(\d+) .*?skipped=(\d+)", output, re.M)
-    }
-
-
 # Tasks a no-op `llmfleet up` ran per lab node before the round trips were cut (recap of
 # the second run on the lab, 2026-11-23): a no-op run must run fewer.
 NO_OP_TASKS_BEFORE = {"spark-1": 248, "spark-2": 172}
@@ -185,9 +171,12 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     proc = run_up(lab)
     assert proc.returncode == 0, proc.stdout[-6000:]
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
-    tasks = ok_counts(proc.stdout)
+    recap = parse_recap(proc.stdout)
+    tasks = {host: counts["ok"] for host, counts in recap.items()}
     assert all(tasks[node] < before for node, before in NO_OP_TASKS_BEFORE.items()), tasks
-    steps = step_counts(proc.stdout)
+    # ok + skipped: every task the host went through (a skipped task costs a worker and a
+    # round of the strategy all the same).
+    steps = {host: counts["ok"] + counts["skipped"] for host, counts in recap.items()}
     assert all(steps[node] < before / 2 for node, before in NO_OP_STEPS_BEFORE.items()), steps
     # The fabric is the one the first run measured: its result stands, perftest does not run.
     flat = " ".join(proc.stdout.split())
