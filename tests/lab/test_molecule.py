@@ -26,6 +26,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "rdma_verify",
         "nccl_env",
         "ray_node",
+        "gpu_container",
         "cluster_firewall",
     ),
     "clients": ("claude_code", "claude_code_router", "mlx_server", "preflight"),

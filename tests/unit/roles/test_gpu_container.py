@@ -1,0 +1,65 @@
+"""gpu_container is internal: a play that lists it alone is refused before any task runs
+on the host, with the reason; ray_node and vllm_server include it with their settings."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_a_play_listing_it_alone_is_refused(tmp_path: Path) -> None:
+    playbook = tmp_path / "alone.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The internal role on its own",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "roles": ["llmfleet.cluster.gpu_container"],
+                }
+            ]
+        )
+    )
+    proc = subprocess.run(
+        [
+            "ansible-playbook",
+            str(playbook),
+            "-i",
+            "localhost,",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-3000:]
+    assert "llmfleet.cluster.gpu_container is internal" in output
+    # Only the argument spec check ran before the refusal.
+    recap = r"localhost\s+: ok=1\s+changed=0\s+unreachable=0\s+failed=1"
+    assert re.search(recap, output), output[-3000:]
+
+
+def test_both_container_roles_include_it_as_themselves() -> None:
+    for role in ("ray_node", "vllm_server"):
+        tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
+        includes = [
+            task
+            for task in tasks
+            if task.get("ansible.builtin.include_role", {}).get("name")
+            == "llmfleet.cluster.gpu_container"
+        ]
+        assert len(includes) == 1, role
+        assert includes[0]["vars"]["gpu_container_caller"] == role
+        assert not list((ROOT / "roles" / role / "tasks").glob("container_*.yml")), role
