@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: service_wait
 short_description: Wait until a service answers; fail at once, with the reason, if it exits
-version_added: "0.2.0"
+version_added: "0.1.0"
 author:
   - llmfleet maintainers
 description:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -58,8 +59,61 @@ def test_every_role_has_a_molecule_scenario_with_a_verify(role: str) -> None:
     assert tests, f"molecule/{role} has no testinfra verify"
 
 
-def test_readme_role_reference_matches_the_specs() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert roledocs.updated_readme(readme, roledocs.render(ROOT)) == readme, (
-        "README.md is stale: run python -m llmfleet.roledocs"
+SPECCED_ROLES = [role.name for role in roledocs.roles(ROOT)]
+
+
+@pytest.mark.parametrize("role", SPECCED_ROLES)
+def test_role_readme_is_generated_from_its_specs(role: str) -> None:
+    readme = ROOT / "roles" / role / "README.md"
+    assert readme.is_file(), f"roles/{role}/README.md is missing: run python -m llmfleet.roledocs"
+    assert readme.read_text() == roledocs.role_readme(ROOT / "roles" / role), (
+        f"roles/{role}/README.md is stale: run python -m llmfleet.roledocs"
     )
+
+
+def test_readme_role_table_lists_every_role() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert roledocs.updated_readme(readme, roledocs.role_table(ROOT)) == readme, (
+        "README.md's role table is stale: run python -m llmfleet.roledocs"
+    )
+
+
+def example_plays(role: str) -> list[dict]:
+    spec = load(ROOT / "roles" / role / "meta" / "argument_specs.yml")
+    return yaml.safe_load(spec["argument_specs"]["main"].get("examples", "")) or []
+
+
+def role_options(role: str) -> set[str]:
+    spec = load(ROOT / "roles" / role / "meta" / "argument_specs.yml")
+    return set(spec["argument_specs"]["main"]["options"])
+
+
+PUBLIC_ROLES = [r for r in ROLES if not roledocs.is_internal(ROOT / "roles" / r)]
+
+
+@pytest.mark.parametrize("role", PUBLIC_ROLES)
+def test_example_play_runs_the_role_by_fqcn_with_its_own_variables(role: str) -> None:
+    plays = example_plays(role)
+    assert plays, f"roles/{role}/meta/argument_specs.yml has no examples (an example play)"
+    used = [entry for play in plays for entry in play.get("roles", [])]
+    assert f"llmfleet.cluster.{role}" in [entry["role"] for entry in used]
+    for entry in used:
+        name = entry["role"].removeprefix("llmfleet.cluster.")
+        assert entry["role"] == f"llmfleet.cluster.{name}", f"{entry['role']}: not by FQCN"
+        unknown = set(entry.get("vars", {})) - role_options(name)
+        assert not unknown, f"{entry['role']} has no variable {sorted(unknown)}"
+
+
+def test_example_plays_pass_the_syntax_check(tmp_path: Path) -> None:
+    plays = [play for role in PUBLIC_ROLES for play in example_plays(role)]
+    playbook = tmp_path / "examples.yml"
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    proc = subprocess.run(
+        ["ansible-playbook", "--syntax-check", "-i", "localhost,", str(playbook)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
