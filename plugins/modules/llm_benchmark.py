@@ -441,7 +441,7 @@ benchmark:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (  # noqa: E402
     BenchError,
     parse_url,
     plan,

@@ -16,7 +16,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from llmfleet import __version__
-from llmfleet.bench import progress_line
+from llmfleet.bench_progress import progress_line
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import ENV_HOME, CollectionNotFound, collection_root
 from llmfleet.runner import ExitCode, RunnerError, run_playbook

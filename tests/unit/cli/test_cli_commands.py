@@ -9,7 +9,7 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from llmfleet import __version__
-from llmfleet.bench import progress_line
+from llmfleet.bench_progress import progress_line
 from llmfleet.cli import app, parse_extra_vars
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
 from llmfleet.runner import result_details

@@ -1,5 +1,6 @@
 """modules/llm_benchmark: against the fake OpenAI-compatible server, in-process and through
-`ansible`. The server is ``FakeLlmServer`` of tests/unit/plugins/module_utils/test_bench.py."""
+`ansible`. The server is ``FakeLlmServer`` of
+tests/unit/plugins/module_utils/test_load_generator.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from ansible_collections.llmfleet.cluster.plugins.modules import llm_benchmark
 
 from tests.unit.plugins.conftest import ansible_adhoc
-from tests.unit.plugins.module_utils.test_bench import (
+from tests.unit.plugins.module_utils.test_load_generator import (
     API_KEY,
     FAIL_BODY,
     MODEL,

@@ -1,4 +1,4 @@
-"""module_utils/_bench: the pure helpers, and the engine against a real fake server.
+"""module_utils/_load_generator: the pure helpers, and the engine against a real fake server.
 
 ``FakeLlmServer`` is shared with tests/unit/plugins/modules/test_llm_benchmark.py: an
 asyncio HTTP/1.1 server on 127.0.0.1 (port 0) in its own thread that answers
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _bench
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _load_generator
 
 MODEL = "fake-model"
 API_KEY = "test-key-1234"
 FAIL_BODY = "internal error: the fake engine failed"
 # Words of the calibration prompt: its nonce, 500 filler words, "Continue the text."
-CALIBRATION_PROMPT_WORDS = 1 + _bench.CALIBRATION_WORDS + 3
+CALIBRATION_PROMPT_WORDS = 1 + _load_generator.CALIBRATION_WORDS + 3
 
 
 class FakeLlmServer:
@@ -279,17 +279,17 @@ def scenario(name: str = "s", **values: Any) -> dict[str, Any]:
     ],
 )
 def test_percentile_interpolates_linearly(values: list[float], q: float, expected: float) -> None:
-    assert _bench.percentile(values, q) == pytest.approx(expected)
+    assert _load_generator.percentile(values, q) == pytest.approx(expected)
 
 
 def test_percentile_of_nothing_is_none() -> None:
-    assert _bench.percentile([], 50) is None
+    assert _load_generator.percentile([], 50) is None
     with pytest.raises(ValueError, match="between 0 and 100"):
-        _bench.percentile([1.0], 101)
+        _load_generator.percentile([1.0], 101)
 
 
 def test_summarize() -> None:
-    assert _bench.summarize([0.3, 0.1, 0.2, 0.4]) == {
+    assert _load_generator.summarize([0.3, 0.1, 0.2, 0.4]) == {
         "mean": 0.25,
         "p50": 0.25,
         "p90": 0.37,
@@ -297,7 +297,9 @@ def test_summarize() -> None:
         "min": 0.1,
         "max": 0.4,
     }
-    assert _bench.summarize([]) == dict.fromkeys(("mean", "p50", "p90", "p99", "min", "max"))
+    assert _load_generator.summarize([]) == dict.fromkeys(
+        ("mean", "p50", "p90", "p99", "min", "max")
+    )
 
 
 def record(
@@ -327,7 +329,7 @@ def test_metrics_over_synthetic_records() -> None:
         record(start=0.5, first=0.8, end=2.8, out=11),  # tpot 0.2, 10 tokens in 2.0 s
         record(start=1.0, first=None, end=1.5, error="HTTP 500: boom"),
     ]
-    metrics = _bench.scenario_metrics(records, 4.0)
+    metrics = _load_generator.scenario_metrics(records, 4.0)
     assert metrics["ok"] == 2
     assert metrics["errors"] == 1
     assert metrics["error_samples"] == ["HTTP 500: boom"]
@@ -360,7 +362,7 @@ def test_a_burst_of_tokens_does_not_make_an_endless_decode_rate() -> None:
         record(start=0.0, first=1.0, end=1.001, out=16),
         record(start=0.0, first=0.1, end=1.6, out=16),
     ]
-    metrics = _bench.scenario_metrics(records, 1.6)
+    metrics = _load_generator.scenario_metrics(records, 1.6)
     assert metrics["decode_tokens_per_s"] == pytest.approx(30 / 1.501, abs=1e-3)
 
 
@@ -368,7 +370,7 @@ def test_metrics_when_every_request_failed() -> None:
     records = [record(error=f"HTTP 50{i % 3}: down") for i in range(9)]
     records.append(record(error="timed out after 5 s"))
     records += [record(error=f"other {i}") for i in range(5)]
-    metrics = _bench.scenario_metrics(records, 2.0)
+    metrics = _load_generator.scenario_metrics(records, 2.0)
     assert (metrics["ok"], metrics["errors"]) == (0, 15)
     # distinct, in order of appearance, at most 5
     assert metrics["error_samples"] == [
@@ -390,7 +392,7 @@ def test_metrics_when_every_request_failed() -> None:
 
 def test_metrics_with_one_token_outputs() -> None:
     records = [record(first=0.2, end=0.2, out=1), record(start=1, first=1.4, end=1.4, out=1)]
-    metrics = _bench.scenario_metrics(records, 1.6)
+    metrics = _load_generator.scenario_metrics(records, 1.6)
     assert metrics["ok"] == 2
     assert metrics["ttft_s"]["mean"] == pytest.approx(0.3)
     assert metrics["output_tokens"] == 2
@@ -401,13 +403,13 @@ def test_metrics_with_one_token_outputs() -> None:
 
 
 def test_metrics_without_duration_have_no_rates() -> None:
-    metrics = _bench.scenario_metrics([record()], 0.0)
+    metrics = _load_generator.scenario_metrics([record()], 0.0)
     assert metrics["requests_per_s"] is None
     assert metrics["output_tokens_per_s"] is None
 
 
 def test_metrics_without_usage_have_no_prompt_count() -> None:
-    metrics = _bench.scenario_metrics([record(prompt=None), record(prompt=None)], 1.0)
+    metrics = _load_generator.scenario_metrics([record(prompt=None), record(prompt=None)], 1.0)
     assert metrics["prompt_tokens"] == 0
     assert metrics["prompt_tokens_per_request"] is None
 
@@ -438,14 +440,14 @@ def sse_bytes(newline: str) -> bytes:
 def test_sse_parser_at_every_split(newline: str) -> None:
     data = sse_bytes(newline)
     for cut in range(len(data) + 1):
-        parser = _bench.SseParser()
+        parser = _load_generator.SseParser()
         events = parser.feed(data[:cut]) + parser.feed(data[cut:]) + parser.close()
         assert events == SSE_EVENTS, f"cut at byte {cut}"
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_sse_parser_byte_by_byte(newline: str) -> None:
-    parser = _bench.SseParser()
+    parser = _load_generator.SseParser()
     events: list[str] = []
     for byte in sse_bytes(newline):
         events += parser.feed(bytes([byte]))
@@ -454,7 +456,7 @@ def test_sse_parser_byte_by_byte(newline: str) -> None:
 
 
 def test_sse_parser_last_event_without_blank_line() -> None:
-    parser = _bench.SseParser()
+    parser = _load_generator.SseParser()
     assert parser.feed(b'data: {"a": 1}\n\ndata:[DONE]') == ['{"a": 1}']
     # "data:" without the space, and the body ending right after the line
     assert parser.close() == ["[DONE]"]
@@ -479,7 +481,7 @@ PAYLOAD = b"data: " + json.dumps({"content": "x" * 40}).encode() + b"\n\n" + b"d
 def test_chunked_decoder_at_every_split(sizes: list[int]) -> None:
     data = chunked(PAYLOAD, [s for s in sizes if s])
     for cut in range(len(data) + 1):
-        decoder = _bench.ChunkedDecoder()
+        decoder = _load_generator.ChunkedDecoder()
         out = decoder.feed(data[:cut])
         assert not decoder.done or cut == len(data)
         out += decoder.feed(data[cut:])
@@ -488,7 +490,7 @@ def test_chunked_decoder_at_every_split(sizes: list[int]) -> None:
 
 
 def test_chunked_decoder_stops_at_the_last_chunk() -> None:
-    decoder = _bench.ChunkedDecoder()
+    decoder = _load_generator.ChunkedDecoder()
     assert decoder.feed(b"3\r\nabc\r\n0\r\n\r\nHTTP/1.1 200 OK") == b"abc"
     assert decoder.done
 
@@ -503,23 +505,23 @@ def test_chunked_decoder_stops_at_the_last_chunk() -> None:
 )
 def test_chunked_decoder_refuses_malformed_input(data: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _bench.ChunkedDecoder().feed(data)
+        _load_generator.ChunkedDecoder().feed(data)
 
 
 def test_parse_head() -> None:
-    status, reason, headers = _bench.parse_head(
+    status, reason, headers = _load_generator.parse_head(
         b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
         b"Set-Cookie: a=1\r\nset-cookie: b=2\r\n\r\n"
     )
     assert (status, reason) == (401, "Unauthorized")
     assert headers == {"content-type": "application/json", "set-cookie": "a=1, b=2"}
     with pytest.raises(ValueError, match="not an HTTP response"):
-        _bench.parse_head(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+        _load_generator.parse_head(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
 
 
 def test_build_request() -> None:
-    endpoint = _bench.parse_url("https://llm.example:8443/prefix/v1/")
-    data = _bench.build_request(endpoint, "/v1/chat/completions", b'{"a":1}', "k3y")
+    endpoint = _load_generator.parse_url("https://llm.example:8443/prefix/v1/")
+    data = _load_generator.build_request(endpoint, "/v1/chat/completions", b'{"a":1}', "k3y")
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     assert lines[0] == "POST /prefix/v1/chat/completions HTTP/1.1"
@@ -528,11 +530,11 @@ def test_build_request() -> None:
     assert "Connection: close" in lines
     assert "Authorization: Bearer k3y" in lines
     assert body == b'{"a":1}'
-    assert b"Authorization" not in _bench.build_request(endpoint, "/x", b"", None)
+    assert b"Authorization" not in _load_generator.build_request(endpoint, "/x", b"", None)
 
 
 def stream_record(events: list[str]) -> dict[str, Any]:
-    state = _bench.StreamState()
+    state = _load_generator.StreamState()
     for now, data in enumerate(events, start=1):
         state.on_data(data, float(now))
     rec: dict[str, Any] = {}
@@ -597,29 +599,31 @@ def test_stream_state(events: list[str], expected: dict[str, Any]) -> None:
 # prompts and requests
 # ---------------------------------------------------------------------------
 def test_prompts_are_unique_with_the_nonce_first() -> None:
-    prompts = [_bench.make_prompt("abcd1234", i, 50, seed=7) for i in range(200)]
+    prompts = [_load_generator.make_prompt("abcd1234", i, 50, seed=7) for i in range(200)]
     assert len(set(prompts)) == 200
     firsts = [p.split()[0] for p in prompts]
     assert len(set(firsts)) == 200
     assert firsts[3] == "abcd1234-000003:"
     for prompt in prompts:
         assert len(prompt.split()) == 1 + 50 + 3
-        assert prompt.endswith(" " + _bench.PROMPT_SUFFIX)
-        assert all(w in _bench.FILLER_WORDS for w in prompt.split()[1:-3])
+        assert prompt.endswith(" " + _load_generator.PROMPT_SUFFIX)
+        assert all(w in _load_generator.FILLER_WORDS for w in prompt.split()[1:-3])
 
 
 def test_two_runs_never_share_a_prefix() -> None:
-    ids = {_bench.make_run_id() for _ in range(50)}
+    ids = {_load_generator.make_run_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(len(i) == 8 for i in ids)
 
 
 def test_filler_is_deterministic_for_a_seed() -> None:
-    assert _bench.filler_words(100, 3, 1) == _bench.filler_words(100, 3, 1)
-    assert _bench.filler_words(100, 3, 1) != _bench.filler_words(100, 4, 1)
-    assert _bench.filler_words(100, 3, 1) != _bench.filler_words(100, 3, 2)
-    assert _bench.make_prompt("r", 5, 30, seed=1) == _bench.make_prompt("r", 5, 30, seed=1)
-    assert len(_bench.filler_words(0, 0, 0)) == 0
+    assert _load_generator.filler_words(100, 3, 1) == _load_generator.filler_words(100, 3, 1)
+    assert _load_generator.filler_words(100, 3, 1) != _load_generator.filler_words(100, 4, 1)
+    assert _load_generator.filler_words(100, 3, 1) != _load_generator.filler_words(100, 3, 2)
+    assert _load_generator.make_prompt("r", 5, 30, seed=1) == _load_generator.make_prompt(
+        "r", 5, 30, seed=1
+    )
+    assert len(_load_generator.filler_words(0, 0, 0)) == 0
 
 
 @pytest.mark.parametrize(
@@ -635,12 +639,12 @@ def test_filler_is_deterministic_for_a_seed() -> None:
     ],
 )
 def test_words_for_tokens(tokens: int, per_word: float | None, words: int) -> None:
-    assert _bench.words_for_tokens(tokens, per_word) == words
+    assert _load_generator.words_for_tokens(tokens, per_word) == words
 
 
 @pytest.mark.parametrize("ignore_eos", [True, False])
 def test_request_body(ignore_eos: bool) -> None:
-    body = _bench.request_body("m", "hello", 64, ignore_eos)
+    body = _load_generator.request_body("m", "hello", 64, ignore_eos)
     expected = {
         "model": "m",
         "messages": [{"role": "user", "content": "hello"}],
@@ -665,7 +669,7 @@ def test_request_body(ignore_eos: bool) -> None:
     ],
 )
 def test_parse_url(url: str, expected: tuple[Any, ...]) -> None:
-    parts = _bench.parse_url(url)
+    parts = _load_generator.parse_url(url)
     assert (parts["scheme"], parts["host"], parts["port"], parts["path"]) == expected[:4]
     assert parts["host_header"] == expected[4]
     # what error messages name: the URL as given, without the /v1 the requests add
@@ -675,13 +679,13 @@ def test_parse_url(url: str, expected: tuple[Any, ...]) -> None:
 @pytest.mark.parametrize("url", ["", "spark-1:8000", "ftp://spark-1/", "http://", "http://h:99999"])
 def test_parse_url_refuses(url: str) -> None:
     with pytest.raises(ValueError, match="url"):
-        _bench.parse_url(url)
+        _load_generator.parse_url(url)
 
 
 def test_validate_scenarios() -> None:
-    assert _bench.validate_scenarios([scenario("a"), scenario("b")]) == []
-    assert _bench.validate_scenarios([]) == ["scenarios must list at least one scenario"]
-    problems = _bench.validate_scenarios(
+    assert _load_generator.validate_scenarios([scenario("a"), scenario("b")]) == []
+    assert _load_generator.validate_scenarios([]) == ["scenarios must list at least one scenario"]
+    problems = _load_generator.validate_scenarios(
         [
             scenario("a", concurrency=0),
             scenario("a"),
@@ -701,14 +705,14 @@ def test_validate_scenarios() -> None:
 
 def test_write_progress_replaces_the_file(tmp_path: Path) -> None:
     path = tmp_path / "progress.json"
-    _bench.write_progress(str(path), {"done": 1})
-    _bench.write_progress(str(path), {"done": 2})
+    _load_generator.write_progress(str(path), {"done": 1})
+    _load_generator.write_progress(str(path), {"done": 2})
     assert json.loads(path.read_text()) == {"done": 2}
     assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]
 
 
 def test_plan_has_no_metrics() -> None:
-    result = _bench.plan("http://h:1", "m", [scenario("a", warmup=True)], ignore_eos=False)
+    result = _load_generator.plan("http://h:1", "m", [scenario("a", warmup=True)], ignore_eos=False)
     assert result == {
         "url": "http://h:1",
         "model": "m",
@@ -737,7 +741,7 @@ def test_plan_has_no_metrics() -> None:
 def test_benchmark_end_to_end(fake_server: Callable[..., FakeLlmServer], tmp_path: Path) -> None:
     server = fake_server()
     progress = tmp_path / "progress.json"
-    result = _bench.run_benchmark(
+    result = _load_generator.run_benchmark(
         server.url,
         MODEL,
         [
@@ -755,11 +759,11 @@ def test_benchmark_end_to_end(fake_server: Callable[..., FakeLlmServer], tmp_pat
     assert result["started"].endswith("Z")
     assert result["finished"] >= result["started"]
     assert result["calibration"] == {
-        "words": _bench.CALIBRATION_WORDS,
+        "words": _load_generator.CALIBRATION_WORDS,
         "prompt_tokens": CALIBRATION_PROMPT_WORDS,
     }
     assert result["tokens_per_word"] == round(
-        CALIBRATION_PROMPT_WORDS / _bench.CALIBRATION_WORDS, 4
+        CALIBRATION_PROMPT_WORDS / _load_generator.CALIBRATION_WORDS, 4
     )
     warmup, main = result["scenarios"]
     assert warmup["warmup"] is True
@@ -824,8 +828,8 @@ def test_progress_after_every_request(
 ) -> None:
     server = fake_server(ttft=0.0, token_delay=0.0)
     written: list[dict[str, Any]] = []
-    monkeypatch.setattr(_bench, "write_progress", lambda _path, data: written.append(data))
-    _bench.run_benchmark(
+    monkeypatch.setattr(_load_generator, "write_progress", lambda _path, data: written.append(data))
+    _load_generator.run_benchmark(
         server.url,
         MODEL,
         [scenario("a", requests=2), scenario("b", concurrency=2, requests=3)],
@@ -848,7 +852,7 @@ def test_progress_after_every_request(
 @pytest.mark.parametrize("framing", ["chunked", "length", "eof"])
 def test_every_body_framing(fake_server: Callable[..., FakeLlmServer], framing: str) -> None:
     server = fake_server(framing=framing, ttft=0.01, token_delay=0.0)
-    result = _bench.run_benchmark(
+    result = _load_generator.run_benchmark(
         server.url, MODEL, [scenario(max_tokens=5)], api_key=API_KEY, seed=1
     )
     (only,) = result["scenarios"]
@@ -858,9 +862,11 @@ def test_every_body_framing(fake_server: Callable[..., FakeLlmServer], framing: 
 
 def test_without_usage_counts_chunks(fake_server: Callable[..., FakeLlmServer]) -> None:
     server = fake_server(usage=False, ttft=0.0, token_delay=0.0)
-    result = _bench.run_benchmark(server.url, MODEL, [scenario(max_tokens=6)], api_key=API_KEY)
+    result = _load_generator.run_benchmark(
+        server.url, MODEL, [scenario(max_tokens=6)], api_key=API_KEY
+    )
     assert result["calibration"] == {"words": 500, "prompt_tokens": None}
-    assert result["tokens_per_word"] == _bench.DEFAULT_TOKENS_PER_WORD
+    assert result["tokens_per_word"] == _load_generator.DEFAULT_TOKENS_PER_WORD
     (only,) = result["scenarios"]
     assert (only["ok"], only["output_tokens"], only["prompt_tokens"]) == (2, 12, 0)
     assert only["prompt_tokens_per_request"] is None
@@ -870,7 +876,7 @@ def test_without_usage_counts_chunks(fake_server: Callable[..., FakeLlmServer]) 
 
 def test_without_ignore_eos_the_model_stops(fake_server: Callable[..., FakeLlmServer]) -> None:
     server = fake_server(eos_after=3, ttft=0.0, token_delay=0.0)
-    result = _bench.run_benchmark(
+    result = _load_generator.run_benchmark(
         server.url, MODEL, [scenario(max_tokens=20)], api_key=API_KEY, ignore_eos=False
     )
     assert result["ignore_eos"] is False
@@ -881,7 +887,7 @@ def test_without_ignore_eos_the_model_stops(fake_server: Callable[..., FakeLlmSe
 def test_server_errors_are_counted(fake_server: Callable[..., FakeLlmServer]) -> None:
     # requests are numbered on arrival: the calibration is 1, then every third fails
     server = fake_server(fail_when=lambda n, _body: n % 3 == 0, ttft=0.0, token_delay=0.001)
-    result = _bench.run_benchmark(
+    result = _load_generator.run_benchmark(
         server.url, MODEL, [scenario(concurrency=4, requests=8)], api_key=API_KEY
     )
     (only,) = result["scenarios"]
@@ -893,9 +899,9 @@ def test_server_errors_are_counted(fake_server: Callable[..., FakeLlmServer]) ->
 
 def test_wrong_key_is_counted_as_errors(fake_server: Callable[..., FakeLlmServer]) -> None:
     server = fake_server()
-    client = _bench.Client(server.url, MODEL, api_key="wrong", timeout=5)
+    client = _load_generator.Client(server.url, MODEL, api_key="wrong", timeout=5)
     result = asyncio.run(
-        _bench.run_scenario(client, scenario(concurrency=2, requests=4), 1.0, "run1")
+        _load_generator.run_scenario(client, scenario(concurrency=2, requests=4), 1.0, "run1")
     )
     assert (result["ok"], result["errors"]) == (0, 4)
     assert result["error_samples"] == ['HTTP 401: {"error": "Unauthorized"}']
@@ -914,22 +920,22 @@ def test_cut_streams_are_errors(
     fake_server: Callable[..., FakeLlmServer], framing: str, message: str
 ) -> None:
     server = fake_server(cut_after=2, framing=framing, ttft=0.0, token_delay=0.0)
-    client = _bench.Client(server.url, MODEL, api_key=API_KEY, timeout=5)
-    result = asyncio.run(_bench.run_scenario(client, scenario(requests=2), 1.0, "run1"))
+    client = _load_generator.Client(server.url, MODEL, api_key=API_KEY, timeout=5)
+    result = asyncio.run(_load_generator.run_scenario(client, scenario(requests=2), 1.0, "run1"))
     assert (result["ok"], result["errors"]) == (0, 2)
     assert result["error_samples"] == [message]
     assert result["output_tokens"] == 0
 
 
 def test_error_body_is_cut_at_300_characters() -> None:
-    assert _bench.error_text(500, b"x" * 1000) == "HTTP 500: " + "x" * 300
+    assert _load_generator.error_text(500, b"x" * 1000) == "HTTP 500: " + "x" * 300
 
 
 def test_timeouts_are_errors(fake_server: Callable[..., FakeLlmServer]) -> None:
     server = fake_server(ttft=0.5)
-    client = _bench.Client(server.url, MODEL, api_key=API_KEY, timeout=0.1)
+    client = _load_generator.Client(server.url, MODEL, api_key=API_KEY, timeout=0.1)
     result = asyncio.run(
-        _bench.run_scenario(client, scenario(concurrency=2, requests=2), 1.0, "run1")
+        _load_generator.run_scenario(client, scenario(concurrency=2, requests=2), 1.0, "run1")
     )
     assert (result["ok"], result["errors"]) == (0, 2)
     assert result["error_samples"] == ["timed out after 0.1 s"]
@@ -977,9 +983,9 @@ def test_https(fake_server: Callable[..., FakeLlmServer], self_signed: ssl.SSLCo
     server = fake_server(tls=self_signed, ttft=0.0, token_delay=0.0)
     assert server.url.startswith("https://")
     # a self-signed certificate is refused unless validate_certs is off
-    with pytest.raises(_bench.BenchError, match="CERTIFICATE_VERIFY_FAILED"):
-        _bench.run_benchmark(server.url, MODEL, [scenario()], api_key=API_KEY)
-    result = _bench.run_benchmark(
+    with pytest.raises(_load_generator.BenchError, match="CERTIFICATE_VERIFY_FAILED"):
+        _load_generator.run_benchmark(server.url, MODEL, [scenario()], api_key=API_KEY)
+    result = _load_generator.run_benchmark(
         server.url, MODEL, [scenario()], api_key=API_KEY, validate_certs=False
     )
     assert (result["scenarios"][0]["ok"], result["scenarios"][0]["output_tokens"]) == (2, 8)
@@ -988,8 +994,8 @@ def test_https(fake_server: Callable[..., FakeLlmServer], self_signed: ssl.SSLCo
 
 def test_unreachable_server_fails_the_calibration() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(_bench.BenchError) as info:
-        _bench.run_benchmark(url, MODEL, [scenario()])
+    with pytest.raises(_load_generator.BenchError) as info:
+        _load_generator.run_benchmark(url, MODEL, [scenario()])
     message = str(info.value)
     assert f"{url}/v1/chat/completions" in message
     assert "ConnectionRefusedError" in message
@@ -998,14 +1004,16 @@ def test_unreachable_server_fails_the_calibration() -> None:
 
 def test_refused_key_fails_the_calibration(fake_server: Callable[..., FakeLlmServer]) -> None:
     server = fake_server()
-    with pytest.raises(_bench.BenchError, match=r"failed: HTTP 401: .*Unauthorized"):
-        _bench.run_benchmark(server.url, MODEL, [scenario()], api_key="wrong")
+    with pytest.raises(_load_generator.BenchError, match=r"failed: HTTP 401: .*Unauthorized"):
+        _load_generator.run_benchmark(server.url, MODEL, [scenario()], api_key="wrong")
     assert server.statuses == [401]
 
 
 def test_invalid_input_is_refused_before_sending() -> None:
-    with pytest.raises(_bench.BenchError) as info:
-        _bench.run_benchmark("ftp://x", MODEL, [scenario("a"), scenario("a")], request_timeout=0)
+    with pytest.raises(_load_generator.BenchError) as info:
+        _load_generator.run_benchmark(
+            "ftp://x", MODEL, [scenario("a"), scenario("a")], request_timeout=0
+        )
     message = str(info.value)
     assert message.startswith("url must be an http:// or https:// URL")
     assert "scenario name 'a' is used more than once" in message
@@ -1013,7 +1021,7 @@ def test_invalid_input_is_refused_before_sending() -> None:
 
 
 def test_summary_line() -> None:
-    line = _bench.summary_line(
+    line = _load_generator.summary_line(
         {
             "name": "c4",
             "warmup": False,
