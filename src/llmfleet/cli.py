@@ -19,7 +19,8 @@ from llmfleet import __version__
 from llmfleet.bench_progress import progress_line
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import ENV_HOME, CollectionNotFound, collection_root
-from llmfleet.runner import ExitCode, RunnerError, run_playbook
+from llmfleet.run_outcome import ExitCode
+from llmfleet.runner import RunnerError, run_playbook
 
 EXIT_CODES_EPILOG = (
     "[bold]Exit codes[/bold]\n"

@@ -12,7 +12,7 @@ from llmfleet import __version__
 from llmfleet.bench_progress import progress_line
 from llmfleet.cli import app, parse_extra_vars
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
-from llmfleet.runner import result_details
+from llmfleet.run_display import result_details
 
 runner = CliRunner()
 
