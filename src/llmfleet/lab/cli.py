@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmfleet.lab import cluster, image, orchestration
+from llmfleet.lab import cluster, fabric, image, node_settings, orchestration
 from llmfleet.lab.errors import LabError
+from llmfleet.lab.nodes import DEFAULT_LAB, Node, hostname_of
 
 lab_app = typer.Typer(
     help=(
@@ -127,7 +128,7 @@ def up(
         str, typer.Option(help="CX7 ports to cable, comma-separated: 1, or 0,1.")
     ] = "1",
     rebuild: Annotated[bool, typer.Option(help="Rebuild the node image first.")] = False,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Start the lab (build the image if needed) and wire the CX7 fabric. Idempotent.
 
@@ -142,7 +143,7 @@ def up(
 
 
 @lab_app.command()
-def down(name: LabOption = cluster.DEFAULT_LAB) -> None:
+def down(name: LabOption = DEFAULT_LAB) -> None:
     """Remove every container, volume, network and link of the lab."""
     removed = _guard(lambda: cluster.down(console, lab=name))
     console.print(f"removed: {', '.join(removed)}" if removed else "nothing to remove")
@@ -151,7 +152,7 @@ def down(name: LabOption = cluster.DEFAULT_LAB) -> None:
 @lab_app.command()
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Show the nodes, their state and their CX7 links."""
     current = _guard(lambda: cluster.status(name))
@@ -173,14 +174,14 @@ def set_(
     node: Annotated[
         list[str] | None, typer.Option(help="Node hostname (repeatable); default: every node.")
     ] = None,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Change an emulated-hardware setting, to exercise pass and fail paths."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         err_console.print(f"[red]{assignment!r}: expected KEY=VALUE[/]")
         raise typer.Exit(2)
-    _guard(lambda: cluster.set_setting(name, node or [], key, value))
+    _guard(lambda: node_settings.set_setting(name, node or [], key, value))
     console.print(f"{key} = {value} on {', '.join(node) if node else 'every node'}")
 
 
@@ -189,10 +190,10 @@ def link(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")],
     interface: Annotated[str, typer.Argument(help="Fabric interface, e.g. enp1s0f1np1.")],
     state: Annotated[str, typer.Argument(help="up or down.")],
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Take a fabric link down (a pulled cable) or back up."""
-    _guard(lambda: cluster.set_link(name, node, interface, state))
+    _guard(lambda: node_settings.set_link(name, node, interface, state))
     console.print(f"{node} {interface} {state}")
 
 
@@ -202,18 +203,18 @@ def wire(
         list[str], typer.Argument(help="Node containers (running, from the lab image), in order.")
     ],
     ports: Annotated[str, typer.Option(help="CX7 ports to cable: 1, or 0,1.")] = "1",
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Cable CX7 links between containers made by another tool (molecule). Idempotent."""
     port_list = _parse_ports(ports)
 
     def action() -> int:
         nodes = [
-            cluster.Node(container=c, hostname=cluster.hostname_of(c), index=i)
+            Node(container=c, hostname=hostname_of(c), index=i)
             for i, c in enumerate(containers, start=1)
         ]
-        created = cluster.wire_fabric(name, nodes, port_list)
-        cluster.wait_emulated_hardware(nodes, port_list)
+        created = fabric.wire_fabric(name, nodes, port_list)
+        fabric.wait_emulated_hardware(nodes, port_list)
         return created
 
     console.print(f"{_guard(action)} link(s) wired")
@@ -222,7 +223,7 @@ def wire(
 @lab_app.command()
 def shell(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")] = "spark-1",
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Open a shell on a node."""
     container = f"{name}-{node}"
@@ -235,7 +236,7 @@ def bench(
         str, typer.Option(help="Folder of the JSON and markdown results.")
     ] = "artifacts/bench",
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Benchmark the orchestration on a fresh lab (the lab is removed and started again).
 
