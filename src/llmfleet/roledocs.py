@@ -10,7 +10,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -83,8 +83,16 @@ def updated_readme(readme: str, section: str) -> str:
     return pattern.sub(lambda _: section, readme)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments exit 1, as llmfleet's own commands do (argparse's default is 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="fail if README.md is stale")
     args = parser.parse_args(argv)
     root = collection_root()

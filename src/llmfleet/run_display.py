@@ -36,6 +36,9 @@ DEBUG_ACTIONS = frozenset({"debug", "ansible.builtin.debug", "ansible.legacy.deb
 # Asserts with a success_msg are reports too ("Ray at ...: 2 nodes"); their default is not.
 ASSERT_ACTIONS = frozenset({"assert", "ansible.builtin.assert", "ansible.legacy.assert"})
 ASSERT_DEFAULT_MSG = "All assertions passed"
+# Modules whose result names files written on the controller (RunResult.reports).
+REPORT_ACTIONS = frozenset({"bench_report", "llmfleet.cluster.bench_report"})
+REPORT_KEYS = ("json_path", "markdown_path", "png_path")
 MAX_ITEM_FAILURES = 3
 OUTPUT_KEYS: tuple[str, ...] = ("stderr", "stdout", "module_stderr", "module_stdout")
 NO_LOG_NOTICE = "output hidden: no_log: true is set on this task"
@@ -139,6 +142,7 @@ class RunProgress:
         self.task = ""
         self.hosts: dict[str, HostRow] = {}
         self.failures: list[Failure] = []
+        self.reports: list[str] = []
         self.final_stats: dict[str, HostStats] | None = None
         self.output_tail: deque[str] = deque(maxlen=40)
         self.handler_error: str | None = None
@@ -249,6 +253,8 @@ class RunProgress:
             word, style = ("changed", "yellow") if changed else ("ok", "green")
             self._line(host, word, label, style)
             action = data.get("task_action")
+            if action in REPORT_ACTIONS:
+                self.reports += [str(res[k]) for k in REPORT_KEYS if res.get(k)]
             if action in DEBUG_ACTIONS or (
                 action in ASSERT_ACTIONS and res.get("msg") != ASSERT_DEFAULT_MSG
             ):

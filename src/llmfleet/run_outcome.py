@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum
+from pathlib import Path
 from typing import Any
 
 
@@ -92,6 +93,10 @@ class RunResult:
     stats: dict[str, HostStats] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     elapsed: float = 0.0
+    # ansible-runner's record of the run (None when it was not kept)
+    artifacts: Path | None = None
+    # files the run reported writing on the controller (bench_report's JSON, markdown, PNG)
+    reports: list[str] = field(default_factory=list)
 
     @property
     def failed_hosts(self) -> list[str]:
@@ -130,3 +135,20 @@ def stats_from_event(data: Mapping[str, Any]) -> dict[str, HostStats]:
                 setattr(hs, attr, int(value.get(host, 0)))
         stats[host] = hs
     return stats
+
+
+def result_summary(result: RunResult) -> dict[str, Any]:
+    """The run as ``--json`` prints it: exit code, ansible's rc and status, per host its
+    recap counts, the failures, ansible-runner's record of the run and the reports."""
+    return {
+        "exit_code": int(result.exit_code),
+        "rc": result.rc,
+        "status": result.status,
+        "elapsed_s": round(result.elapsed, 3),
+        "hosts": {host: asdict(stats) for host, stats in result.stats.items()},
+        "failed_hosts": result.failed_hosts,
+        "unreachable_hosts": result.unreachable_hosts,
+        "failures": [asdict(failure) for failure in result.failures],
+        "artifacts": None if result.artifacts is None else str(result.artifacts),
+        "reports": list(result.reports),
+    }

@@ -7,6 +7,7 @@ What the user sees while it runs is ``run_display`` (live or plain), at the end
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import tempfile
 import time
@@ -20,6 +21,7 @@ from rich.live import Live
 from rich.text import Text
 
 from llmfleet.paths import ansible_env, collection_root
+from llmfleet.run_artifacts import make_private_folder, run_ident, scrub, secret_values
 from llmfleet.run_cancel import sigint_to_cancel
 from llmfleet.run_display import RunProgress
 from llmfleet.run_outcome import ExitCode, RunResult
@@ -79,7 +81,9 @@ def run_playbook(
     directory) defaults to :func:`llmfleet.paths.collection_root`. ``status``, when given, is
     polled for a line of progress of its own (shown live, or on task retries in plain mode).
     ``artifacts``, when given, keeps ansible-runner's record of the run (its job events and
-    output, under a folder per run) in that directory, created owner-only (0700).
+    output) in a folder of its own in that directory (``<UTC time>-<playbook>``, see
+    :func:`llmfleet.run_artifacts.run_ident`), both owner-only (0700) and scrubbed of
+    secrets (:func:`llmfleet.run_artifacts.scrub`); ``RunResult.artifacts`` names it.
 
     Raises :class:`RunnerError` when the run cannot start.
     """
@@ -117,18 +121,18 @@ def run_playbook(
         }
         if cmdline:
             kwargs["cmdline"] = shlex.join(cmdline)
-        if artifacts is not None:
-            artifacts = artifacts.expanduser().resolve()
-            artifacts.mkdir(mode=0o700, parents=True, exist_ok=True)
-            artifacts.chmod(0o700)
-            kwargs["artifact_dir"] = str(artifacts)
+        run_folder = _keep_artifacts(kwargs, artifacts, playbook)
 
-        with sigint_to_cancel(progress):
-            if plain:
-                r = _start(kwargs)
-            else:
-                with Live(progress, console=console, refresh_per_second=4, transient=True):
+        try:
+            with sigint_to_cancel(progress):
+                if plain:
                     r = _start(kwargs)
+                else:
+                    with Live(progress, console=console, refresh_per_second=4, transient=True):
+                        r = _start(kwargs)
+        finally:
+            if run_folder is not None:
+                scrub(run_folder, keep_env=kwargs["envvars"], secrets=secret_values(os.environ))
 
     rc = r.rc if isinstance(r.rc, int) else 1
     stats = progress.final_stats
@@ -140,6 +144,8 @@ def run_playbook(
         stats=stats,
         failures=list(progress.failures),
         elapsed=time.monotonic() - progress.started,
+        artifacts=run_folder,
+        reports=list(progress.reports),
     )
     # ansible stopped before playing (parse error, bad option...): show what it said, unless
     # -v already printed it as it came
@@ -149,6 +155,17 @@ def run_playbook(
             console.print(Text(line, style="red"), soft_wrap=True, highlight=False)
     render_recap(result, console, plain=plain)
     return result
+
+
+def _keep_artifacts(kwargs: dict[str, Any], artifacts: Path | None, playbook: Path) -> Path | None:
+    """Point ansible-runner at a folder of this run's own under ``artifacts``; that folder."""
+    if artifacts is None:
+        return None  # ansible-runner writes them in the temporary folder, removed after
+    artifacts = make_private_folder(artifacts)
+    kwargs["artifact_dir"] = str(artifacts)
+    ident = run_ident(artifacts, playbook)
+    kwargs["ident"] = ident
+    return artifacts / ident
 
 
 def _start(kwargs: dict[str, Any]) -> Any:

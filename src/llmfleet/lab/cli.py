@@ -16,6 +16,14 @@ from llmfleet.lab import cluster, fabric, image, node_settings, orchestration
 from llmfleet.lab.errors import LabError
 from llmfleet.lab.nodes import DEFAULT_LAB, Node, hostname_of
 
+LAB_EXIT_CODES_EPILOG = (
+    "[bold]Exit codes[/bold]\n"
+    "  [green]0[/green]    success\n"
+    "  [red]1[/red]    bad arguments (any usage error), not root, or the lab failed (the "
+    "message says why)\n"
+    "  [cyan]lab shell[/cyan] exits with the shell's own exit code."
+)
+
 lab_app = typer.Typer(
     help=(
         "The lab: systemd node containers (spark-1..N) standing in for DGX Sparks, joined by "
@@ -26,6 +34,7 @@ lab_app = typer.Typer(
     ),
     rich_markup_mode="rich",
     no_args_is_help=True,
+    epilog=LAB_EXIT_CODES_EPILOG,
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -59,7 +68,7 @@ def _parse_ports(ports: str) -> list[int]:
         return [int(p) for p in ports.split(",") if p.strip()]
     except ValueError:
         err_console.print(f"[red]--ports {ports!r}: expected a comma-separated list like 0,1[/]")
-        raise typer.Exit(2) from None
+        raise typer.Exit(1) from None
 
 
 def _print_status(status: cluster.LabStatus) -> None:
@@ -95,7 +104,7 @@ def _print_status(status: cluster.LabStatus) -> None:
         console.print(f"[yellow]image differs from the current recipe {status.image_current}[/]")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def build(
     rebuild: Annotated[bool, typer.Option(help="Rebuild even if the image is cached.")] = False,
     prune: Annotated[bool, typer.Option(help="Remove images of older recipes.")] = False,
@@ -121,7 +130,7 @@ def build(
     _guard(action)
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def up(
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
     ports: Annotated[
@@ -142,14 +151,14 @@ def up(
     console.print("next: [bold]ansible all -i inventory/lab -m ansible.builtin.ping[/]")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def down(name: LabOption = DEFAULT_LAB) -> None:
     """Remove every container, volume, network and link of the lab."""
     removed = _guard(lambda: cluster.down(console, lab=name))
     console.print(f"removed: {', '.join(removed)}" if removed else "nothing to remove")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     name: LabOption = DEFAULT_LAB,
@@ -162,7 +171,7 @@ def status(
         _print_status(current)
 
 
-@lab_app.command("set")
+@lab_app.command("set", epilog=LAB_EXIT_CODES_EPILOG)
 def set_(
     assignment: Annotated[
         str,
@@ -180,12 +189,12 @@ def set_(
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         err_console.print(f"[red]{assignment!r}: expected KEY=VALUE[/]")
-        raise typer.Exit(2)
+        raise typer.Exit(1)
     _guard(lambda: node_settings.set_setting(name, node or [], key, value))
     console.print(f"{key} = {value} on {', '.join(node) if node else 'every node'}")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def link(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")],
     interface: Annotated[str, typer.Argument(help="Fabric interface, e.g. enp1s0f1np1.")],
@@ -197,7 +206,7 @@ def link(
     console.print(f"{node} {interface} {state}")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def wire(
     containers: Annotated[
         list[str], typer.Argument(help="Node containers (running, from the lab image), in order.")
@@ -220,7 +229,7 @@ def wire(
     console.print(f"{_guard(action)} link(s) wired")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def shell(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")] = "spark-1",
     name: LabOption = DEFAULT_LAB,
@@ -230,7 +239,7 @@ def shell(
     raise typer.Exit(subprocess.call(["podman", "exec", "-it", container, "bash", "-l"]))
 
 
-@lab_app.command("bench")
+@lab_app.command("bench", epilog=LAB_EXIT_CODES_EPILOG)
 def bench(
     output: Annotated[
         str, typer.Option(help="Folder of the JSON and markdown results.")
