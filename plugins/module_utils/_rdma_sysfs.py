@@ -16,17 +16,24 @@ directly. The layout is the kernel's::
         ports/<n>/counters/*            port_xmit_data / port_rcv_data in 4-byte words
 
 ``sysfs_root`` is ``/sys`` on a real machine; anything else (a test tree, an
-emulator's tree) works the same. Nothing here writes.
+emulator's tree) works the same. Nothing here writes. The GIDs are read here and
+judged by ``_rdma_gids``; ``_rdma_counters`` reads the counters.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
-import time
 
 from ansible.module_utils.basic import env_fallback
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_gids import (
+    ZERO_GID,
+    gid_compressed,
+    gid_ipv4,
+    gid_type,
+    populated_gids,
+    select_roce_v2_gid,
+)
 
 # The modules' shared sysfs_root option (documented in doc_fragments/rdma_sysfs.py).
 SYSFS_ROOT_OPTION = {
@@ -35,23 +42,7 @@ SYSFS_ROOT_OPTION = {
     "fallback": (env_fallback, ["LLMFLEET_SYSFS_ROOT"]),
 }
 
-GID_TYPE_ROCE_V1 = "IB/RoCE v1"
-GID_TYPE_ROCE_V2 = "RoCE v2"
-ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
-
-# IB data counters count 4-byte words (IBA PortCounters PortXmitData/PortRcvData).
-DATA_COUNTERS = ("port_xmit_data", "port_rcv_data")
-DATA_COUNTER_WORD_BYTES = 4
-UNIT_NOTE = (
-    "port_xmit_data and port_rcv_data are in bytes: the sysfs files count 4-byte words "
-    "and were multiplied by 4; every other counter is the file's raw value."
-)
-
 _STATE_RE = re.compile(r"^\s*(\d+)\s*:\s*(.*?)\s*$")
-
-# Indirections the unit tests replace to drive the sampler deterministically.
-_sleep = time.sleep
-_clock = time.monotonic
 
 
 class RdmaSysfsError(Exception):
@@ -71,9 +62,6 @@ class RdmaSysfsError(Exception):
         return self.message
 
 
-# ---------------------------------------------------------------------------
-# low-level readers
-# ---------------------------------------------------------------------------
 def read_attr(path):
     """The stripped text of a sysfs attribute, or None when it cannot be read.
 
@@ -88,7 +76,8 @@ def read_attr(path):
         return None
 
 
-def _listdir(path):
+def list_entries(path):
+    """The names in a directory, hidden ones aside; none when it cannot be listed."""
     try:
         return [name for name in os.listdir(path) if not name.startswith(".")]
     except OSError:
@@ -104,13 +93,11 @@ def collation_key(name):
     return (name.casefold(), name)
 
 
-def _numeric_names(path):
-    return sorted(int(name) for name in _listdir(path) if name.isdigit())
+def numeric_names(path):
+    """The numeric names in a directory (ports, GID slots), as ints, ascending."""
+    return sorted(int(name) for name in list_entries(path) if name.isdigit())
 
 
-# ---------------------------------------------------------------------------
-# paths and discovery
-# ---------------------------------------------------------------------------
 def ib_class_dir(sysfs_root):
     return os.path.join(sysfs_root, "class", "infiniband")
 
@@ -131,10 +118,11 @@ def list_devices(sysfs_root):
     sysfs root raises RdmaSysfsError.
     """
     _require_root(sysfs_root)
-    return sorted(_listdir(ib_class_dir(sysfs_root)), key=collation_key)
+    return sorted(list_entries(ib_class_dir(sysfs_root)), key=collation_key)
 
 
-def _describe_available(kind, names):
+def describe_available(kind, names):
+    """``present <kind>: a, b`` (or ``no <kind> present``), for error messages."""
     if not names:
         return "no {0} present".format(kind)
     return "present {0}: {1}".format(kind, ", ".join(str(n) for n in names))
@@ -147,7 +135,7 @@ def device_dir(sysfs_root, device):
         present = list_devices(sysfs_root)
         raise RdmaSysfsError(
             "RDMA device {0!r} not found: {1} does not exist; {2}".format(
-                device, path, _describe_available("RDMA devices", present)
+                device, path, describe_available("RDMA devices", present)
             ),
             path=path,
             available=present,
@@ -158,12 +146,12 @@ def device_dir(sysfs_root, device):
 def device_netdevs(sysfs_root, device):
     """Netdevs backing the device (``device/net/*``), sorted."""
     ddir = device_dir(sysfs_root, device)
-    return sorted(_listdir(os.path.join(ddir, "device", "net")), key=collation_key)
+    return sorted(list_entries(os.path.join(ddir, "device", "net")), key=collation_key)
 
 
 def device_ports(sysfs_root, device):
     """Port numbers of the device (``ports/*``), ascending."""
-    return _numeric_names(os.path.join(device_dir(sysfs_root, device), "ports"))
+    return numeric_names(os.path.join(device_dir(sysfs_root, device), "ports"))
 
 
 def port_dir(sysfs_root, device, port):
@@ -171,10 +159,10 @@ def port_dir(sysfs_root, device, port):
     ddir = device_dir(sysfs_root, device)
     path = os.path.join(ddir, "ports", str(port))
     if not os.path.isdir(path):
-        ports = _numeric_names(os.path.join(ddir, "ports"))
+        ports = numeric_names(os.path.join(ddir, "ports"))
         raise RdmaSysfsError(
             "port {0} of RDMA device {1!r} not found: {2} does not exist; {3}".format(
-                port, device, path, _describe_available("ports", ports)
+                port, device, path, describe_available("ports", ports)
             ),
             path=path,
             available=ports,
@@ -206,9 +194,6 @@ def devices_for_netdevs(sysfs_root, netdevs):
     return {netdev: owner.get(netdev) for netdev in netdevs}
 
 
-# ---------------------------------------------------------------------------
-# port attributes
-# ---------------------------------------------------------------------------
 def parse_state(text):
     """``"4: ACTIVE"`` -> ``{"code": 4, "name": "ACTIVE"}``; None stays None.
 
@@ -233,63 +218,6 @@ def port_attributes(sysfs_root, device, port):
     }
 
 
-# ---------------------------------------------------------------------------
-# GIDs
-# ---------------------------------------------------------------------------
-def gid_bytes(gid):
-    """The 16 raw bytes of a GID in any IPv6 notation; None if it is not one."""
-    if gid is None:
-        return None
-    text = gid.strip()
-    if re.match(r"^[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){7}$", text):
-        return bytes.fromhex(text.replace(":", ""))
-    try:
-        return ipaddress.IPv6Address(text).packed
-    except ValueError:
-        return None
-
-
-def gid_is_zero(gid):
-    raw = gid_bytes(gid)
-    return raw is None or raw == bytes(16)
-
-
-def gid_ipv4(gid):
-    """The IPv4 address of an IPv4-mapped GID (``::ffff:c0a8:640a`` -> 192.168.100.10)."""
-    raw = gid_bytes(gid)
-    if raw is None or raw[:10] != bytes(10) or raw[10:12] != b"\xff\xff":
-        return None
-    return str(ipaddress.IPv4Address(raw[12:]))
-
-
-def gid_is_link_local(gid):
-    raw = gid_bytes(gid)
-    return raw is not None and raw[:8] == b"\xfe\x80" + bytes(6)
-
-
-def gid_compressed(gid):
-    """Short form: ``::ffff:192.168.100.10`` for IPv4-mapped GIDs (as inet_ntop and
-    show_gids print them), RFC 5952 compression otherwise; None if not a GID."""
-    raw = gid_bytes(gid)
-    if raw is None:
-        return None
-    ipv4 = gid_ipv4(gid)
-    if ipv4 is not None:
-        return "::ffff:" + ipv4
-    return ipaddress.IPv6Address(raw).compressed
-
-
-def gid_type(text):
-    """Normalize a ``gid_attrs/types`` value; None for empty/unreadable slots."""
-    if not text:
-        return None
-    if text.startswith(GID_TYPE_ROCE_V2):
-        return GID_TYPE_ROCE_V2
-    if text.startswith(GID_TYPE_ROCE_V1) or text.startswith("RoCE v1"):
-        return GID_TYPE_ROCE_V1
-    return text
-
-
 def read_gid_table(sysfs_root, device, port):
     """Every slot of the port's GID table, ascending index.
 
@@ -299,7 +227,7 @@ def read_gid_table(sysfs_root, device, port):
     """
     pdir = port_dir(sysfs_root, device, port)
     table = []
-    for index in _numeric_names(os.path.join(pdir, "gids")):
+    for index in numeric_names(os.path.join(pdir, "gids")):
         gid = read_attr(os.path.join(pdir, "gids", str(index))) or ZERO_GID
         table.append(
             {
@@ -314,55 +242,6 @@ def read_gid_table(sysfs_root, device, port):
     return table
 
 
-def populated_gids(table):
-    """Entries in use: a non-zero GID with a readable type."""
-    return [e for e in table if e["type"] is not None and not gid_is_zero(e["gid"])]
-
-
-def select_roce_v2_gid(table, netdevs=None):
-    """The GID entry NCCL and perftest would use for RoCE v2, or None.
-
-    With their defaults (NCCL_IB_ADDR_FAMILY=AF_INET, NCCL_IB_ROCE_VERSION_NUM=2;
-    perftest's get_best_gid_index for IPv4) the choice is, lowest index first
-    within each rank:
-
-    1. a RoCE v2 entry whose GID is IPv4-mapped (``::ffff:a.b.c.d``);
-    2. else a RoCE v2 entry with a non-link-local IPv6 GID;
-    3. else any RoCE v2 entry (the fe80:: default GID);
-    4. else None.
-
-    Only populated entries count, and when ``netdevs`` is given only entries on
-    one of them (an entry with an unreadable ndev is accepted). The index moves
-    between boots as addresses come and go, so it is detected, never pinned.
-    """
-    wanted = set(netdevs or [])
-
-    def on_wanted_netdev(entry):
-        return not wanted or entry["ndev"] is None or entry["ndev"] in wanted
-
-    candidates = [
-        e for e in populated_gids(table) if e["type"] == GID_TYPE_ROCE_V2 and on_wanted_netdev(e)
-    ]
-    for rank in (
-        lambda e: e["ipv4"] is not None,
-        lambda e: e["ipv4"] is None and not gid_is_link_local(e["gid"]),
-        lambda e: True,
-    ):
-        for entry in sorted(candidates, key=lambda e: e["index"]):
-            if rank(entry):
-                return entry
-    return None
-
-
-def roce_v2_gid_index(table, netdevs=None):
-    """The index of select_roce_v2_gid(), or None."""
-    entry = select_roce_v2_gid(table, netdevs)
-    return None if entry is None else entry["index"]
-
-
-# ---------------------------------------------------------------------------
-# device summary (the rdma_devices fact)
-# ---------------------------------------------------------------------------
 def port_summary(sysfs_root, device, port, netdevs=None):
     """Attributes, detected RoCE v2 GID and populated GIDs of one port."""
     summary = port_attributes(sysfs_root, device, port)
@@ -390,126 +269,3 @@ def device_summary(sysfs_root, device):
     for port in device_ports(sysfs_root, device):
         summary["ports"][str(port)] = port_summary(sysfs_root, device, port, netdevs)
     return summary
-
-
-# ---------------------------------------------------------------------------
-# counters
-# ---------------------------------------------------------------------------
-def _parse_counter(text):
-    if text is None:
-        return None
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
-
-
-def list_counters(sysfs_root, device, port):
-    """Names of the files in ``ports/<n>/counters/``, sorted."""
-    return sorted(_listdir(os.path.join(port_dir(sysfs_root, device, port), "counters")))
-
-
-def read_counters(sysfs_root, device, port, names=None):
-    """Raw counter values as the files hold them.
-
-    Returns ``(values, unreadable)``: ``values`` maps each readable counter to
-    its integer value; ``unreadable`` lists counters whose file could not be
-    read or parsed. ``names`` selects a subset; a name that is not a counter
-    file raises RdmaSysfsError listing the counters that exist.
-    """
-    cdir = os.path.join(port_dir(sysfs_root, device, port), "counters")
-    present = list_counters(sysfs_root, device, port)
-    if names:
-        missing = [n for n in names if n not in present]
-        if missing:
-            raise RdmaSysfsError(
-                "counter(s) {0} not found in {1}; {2}".format(
-                    ", ".join(missing), cdir, _describe_available("counters", present)
-                ),
-                path=cdir,
-                available=present,
-            )
-        selected = list(dict.fromkeys(names))
-    else:
-        selected = present
-    values = {}
-    unreadable = []
-    for name in selected:
-        value = _parse_counter(read_attr(os.path.join(cdir, name)))
-        if value is None:
-            unreadable.append(name)
-        else:
-            values[name] = value
-    return values, unreadable
-
-
-def counters_in_bytes(raw):
-    """Data counters (4-byte words) converted to bytes; every other counter unchanged."""
-    return {
-        name: value * DATA_COUNTER_WORD_BYTES if name in DATA_COUNTERS else value
-        for name, value in raw.items()
-    }
-
-
-def bytes_to_gbits(byte_count):
-    return byte_count * 8 / 1e9
-
-
-def compute_rates(before, after, elapsed):
-    """Per-second rates between two ``counters_in_bytes`` readings.
-
-    Returns ``(delta, rates)``. A counter that went backwards (reset, wrap) has
-    a None delta and rate. ``rates`` gains ``xmit_gbits_per_second`` /
-    ``rcv_gbits_per_second`` when the data counters were sampled.
-    """
-    if elapsed <= 0:
-        raise ValueError("elapsed time must be positive, got {0}".format(elapsed))
-    delta = {}
-    rates = {}
-    for name in sorted(set(before) & set(after)):
-        change = after[name] - before[name]
-        if change < 0:
-            delta[name] = None
-            rates[name] = None
-            continue
-        delta[name] = change
-        rates[name] = change / elapsed
-    for counter, key in (
-        ("port_xmit_data", "xmit_gbits_per_second"),
-        ("port_rcv_data", "rcv_gbits_per_second"),
-    ):
-        if counter in rates:
-            rates[key] = None if rates[counter] is None else bytes_to_gbits(rates[counter])
-    return delta, rates
-
-
-def sample_counters(
-    sysfs_root, device, port, sample_seconds, names=None, *, sleep=None, clock=None
-):
-    """Read the counters twice ``sample_seconds`` apart and compute rates.
-
-    Returns a dict with ``first`` and ``second`` (raw readings), ``unreadable``,
-    ``elapsed_seconds`` (measured between the two reads), ``delta`` (in bytes
-    for the data counters) and ``rates`` (per second; bytes/s for the data
-    counters, plus Gb/s).
-    """
-    if sample_seconds <= 0:
-        raise ValueError("sample_seconds must be > 0, got {0}".format(sample_seconds))
-    sleep = sleep or _sleep
-    clock = clock or _clock
-    first, unreadable_1 = read_counters(sysfs_root, device, port, names)
-    start = clock()
-    sleep(sample_seconds)
-    second, unreadable_2 = read_counters(sysfs_root, device, port, names)
-    elapsed = clock() - start
-    if elapsed <= 0:
-        elapsed = sample_seconds
-    delta, rates = compute_rates(counters_in_bytes(first), counters_in_bytes(second), elapsed)
-    return {
-        "first": first,
-        "second": second,
-        "unreadable": sorted(set(unreadable_1) | set(unreadable_2)),
-        "elapsed_seconds": elapsed,
-        "delta": delta,
-        "rates": rates,
-    }

@@ -347,10 +347,16 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._gpu_memory import (  # noqa: E402
     METHODS,
-    UNIFIED_FREE_FIELDS,
     GpuMemoryError,
     gather,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import (  # noqa: E402
+    UNIFIED_FREE_FIELDS,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._nvidia_query import (  # noqa: E402
     load_pynvml,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._vllm_memory_fit import (  # noqa: E402
     validate_fit_args,
 )
 

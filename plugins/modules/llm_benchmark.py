@@ -34,23 +34,6 @@ description:
     itself, a client machine, or the controller (C(delegate_to)).
   - Sends load but changes nothing; never reports a change.
 options:
-  url:
-    description:
-      - Base URL of the server, V(http://host:port) or V(https://host:port), with an optional
-        path prefix. C(/v1/chat/completions) is added to it; a trailing C(/v1) is dropped first.
-    type: str
-    required: true
-  model:
-    description:
-      - Model name sent in every request (vLLM's C(--served-model-name)).
-    type: str
-    required: true
-  api_key:
-    description:
-      - "Sent as C(Authorization: Bearer <api_key>). No header when empty."
-      - When omitted, the environment variable E(LLMFLEET_API_KEY) of the node that runs the
-        module is used.
-    type: str
   scenarios:
     description:
       - The scenarios to run, in order. Names must be unique.
@@ -100,17 +83,6 @@ options:
         model.
     type: bool
     default: true
-  request_timeout:
-    description:
-      - Seconds one request may take, from connecting to the last token. A request that takes
-        longer counts as an error.
-    type: float
-    default: 600
-  validate_certs:
-    description:
-      - Verify the server's TLS certificate and host name for V(https://) URLs.
-    type: bool
-    default: true
   progress_file:
     description:
       - "After every finished request, replace this file (atomically) with one JSON object:
@@ -133,6 +105,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - llmfleet.cluster.llm_endpoint
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -163,9 +136,6 @@ seealso:
   - name: vLLM benchmark CLI (vllm bench serve)
     description: The metrics this module reports, as vLLM's own serving benchmark defines them.
     link: https://docs.vllm.ai/en/latest/cli/bench/serve.html
-  - name: OpenAI chat completions streaming
-    description: The request and the chunks of the stream.
-    link: https://platform.openai.com/docs/api-reference/chat/create
 """
 
 EXAMPLES = r"""
@@ -249,35 +219,6 @@ benchmark:
     - Times in seconds, throughputs per second.
   returned: always
   type: dict
-  sample:
-    url: http://192.168.100.10:8000
-    model: minimax-m2
-    api: openai-chat
-    started: "2025-06-01T09:30:00Z"
-    finished: "2025-06-01T09:31:12Z"
-    ignore_eos: true
-    tokens_per_word: 1.018
-    calibration: {words: 500, prompt_tokens: 509}
-    scenarios:
-      - name: short_c4
-        warmup: false
-        concurrency: 4
-        requests: 32
-        prompt_tokens_target: 512
-        max_tokens: 256
-        ok: 32
-        errors: 0
-        error_samples: []
-        duration_s: 104.43
-        requests_per_s: 0.3064
-        ttft_s: {mean: 0.1213, p50: 0.118, p90: 0.1402, p99: 0.2131, min: 0.0975, max: 0.2154}
-        tpot_s: {mean: 0.0505, p50: 0.0503, p90: 0.0521, p99: 0.0533, min: 0.0491, max: 0.0534}
-        latency_s: {mean: 13.0, p50: 12.95, p90: 13.41, p99: 13.72, min: 12.61, max: 13.74}
-        prompt_tokens: 16352
-        prompt_tokens_per_request: 511.0
-        output_tokens: 8192
-        output_tokens_per_s: 78.4439
-        decode_tokens_per_s: 19.8012
   contains:
     url:
       description: O(url) as given.
@@ -438,82 +379,36 @@ benchmark:
 """
 
 # Ansible's module layout: documentation first, imports after it.
-import os  # noqa: E402
-
-from ansible.module_utils.basic import AnsibleModule, env_fallback  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench import (  # noqa: E402
-    BenchError,
-    parse_url,
-    plan,
-    run_benchmark,
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._chat_client import (  # noqa: E402
+    ENDPOINT_OPTIONS,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics import (  # noqa: E402
     summary_line,
-    validate_scenarios,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (  # noqa: E402
+    SCENARIO_OPTIONS,
+    BenchError,
+    check_mode_result,
+    check_params,
+    errors_failure,
+    run_benchmark,
+    run_warnings,
 )
 
 ARGUMENT_SPEC = {
-    "url": {"type": "str", "required": True},
-    "model": {"type": "str", "required": True},
-    "api_key": {"type": "str", "no_log": True, "fallback": (env_fallback, ["LLMFLEET_API_KEY"])},
+    **ENDPOINT_OPTIONS,
     "scenarios": {
         "type": "list",
         "elements": "dict",
         "required": True,
-        "options": {
-            "name": {"type": "str", "required": True},
-            "concurrency": {"type": "int", "default": 1},
-            "requests": {"type": "int", "required": True},
-            "prompt_tokens": {"type": "int", "default": 512},
-            "max_tokens": {"type": "int", "default": 128},
-            "warmup": {"type": "bool", "default": False},
-        },
+        "options": SCENARIO_OPTIONS,
     },
     "ignore_eos": {"type": "bool", "default": True},
-    "request_timeout": {"type": "float", "default": 600},
-    "validate_certs": {"type": "bool", "default": True},
     "progress_file": {"type": "path"},
     "seed": {"type": "int", "default": 0},
     "fail_on_errors": {"type": "bool", "default": False},
 }
-
-
-def check_params(params):
-    """Problems with the parameters that the argument spec cannot see (empty when fine)."""
-    problems = []
-    try:
-        parse_url(params["url"])
-    except ValueError as error:
-        problems.append(str(error))
-    problems.extend(validate_scenarios(params["scenarios"]))
-    progress_dir = os.path.dirname(params["progress_file"] or "") or "."
-    if params["progress_file"] and not os.path.isdir(progress_dir):
-        problems.append(
-            "progress_file {0}: the directory {1} does not exist".format(
-                params["progress_file"], progress_dir
-            )
-        )
-    if params["request_timeout"] <= 0:
-        problems.append(
-            "request_timeout must be a positive number of seconds, got {0}".format(
-                params["request_timeout"]
-            )
-        )
-    return problems
-
-
-def failed_requests(benchmark):
-    """``(errors, requests, names, samples)`` over the scenarios that are not warm-ups."""
-    measured = [s for s in benchmark["scenarios"] if not s["warmup"] and s["errors"]]
-    samples = []
-    for scenario in measured:
-        for message in scenario["error_samples"]:
-            if message not in samples:
-                samples.append(message)
-    return (
-        sum(s["errors"] for s in measured),
-        sum(s["requests"] for s in measured),
-        [s["name"] for s in measured],
-        samples[:5],
-    )
 
 
 def main():
@@ -523,15 +418,7 @@ def main():
     if problems:
         module.fail_json(msg="; ".join(problems))
     if module.check_mode:
-        benchmark = plan(params["url"], params["model"], params["scenarios"], params["ignore_eos"])
-        total = sum(s["requests"] for s in params["scenarios"])
-        module.exit_json(
-            changed=False,
-            msg="check mode: would send {0} requests in {1} scenarios to {2}".format(
-                total, len(params["scenarios"]), params["url"]
-            ),
-            benchmark=benchmark,
-        )
+        module.exit_json(changed=False, **check_mode_result(params))
     try:
         benchmark = run_benchmark(
             params["url"],
@@ -549,32 +436,12 @@ def main():
     except OSError as error:
         # the progress file could not be written
         module.fail_json(msg="cannot write the progress file: {0}".format(error))
-    if benchmark["calibration"]["prompt_tokens"] is None:
-        module.warn(
-            "the server reported no usage.prompt_tokens; prompts were sized with an assumed "
-            "{0} tokens per word".format(benchmark["tokens_per_word"])
-        )
-    for scenario in benchmark["scenarios"]:
-        if scenario["errors"]:
-            module.warn(
-                "scenario {0}: {1} of {2} requests failed: {3}".format(
-                    scenario["name"],
-                    scenario["errors"],
-                    scenario["requests"],
-                    " | ".join(scenario["error_samples"]),
-                )
-            )
+    for warning in run_warnings(benchmark):
+        module.warn(warning)
+    failure = errors_failure(benchmark) if params["fail_on_errors"] else None
+    if failure:
+        module.fail_json(benchmark=benchmark, **failure)
     msg = "; ".join(summary_line(s) for s in benchmark["scenarios"])
-    errors, requests, names, samples = failed_requests(benchmark)
-    if params["fail_on_errors"] and errors:
-        module.fail_json(
-            msg="{0} of {1} requests failed in {2}: {3}".format(
-                errors, requests, ", ".join(names), " | ".join(samples)
-            ),
-            errors=errors,
-            error_samples=samples,
-            benchmark=benchmark,
-        )
     module.exit_json(changed=False, msg=msg, benchmark=benchmark)
 
 

@@ -16,15 +16,17 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from llmfleet import __version__
-from llmfleet.bench import progress_line
+from llmfleet.bench_progress import progress_line
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import ENV_HOME, CollectionNotFound, collection_root
-from llmfleet.runner import ExitCode, RunnerError, run_playbook
+from llmfleet.run_outcome import ExitCode, result_summary
+from llmfleet.runner import RunnerError, run_playbook
 
 EXIT_CODES_EPILOG = (
     "[bold]Exit codes[/bold]\n"
     "  [green]0[/green]    success\n"
-    "  [red]1[/red]    could not start: bad arguments, inventory not found, collection not found\n"
+    "  [red]1[/red]    could not start: bad arguments (any usage error), inventory not found, "
+    "collection not found\n"
     "  [red]2[/red]    one or more hosts failed a task\n"
     "  [red]3[/red]    hosts unreachable (and none failed a task)\n"
     "  [red]4[/red]    ansible could not parse the playbook or inventory\n"
@@ -53,7 +55,9 @@ UP_HELP = (
     "Idempotent: after fixing a failure, run it again. In a terminal a live table shows each "
     "host's progress, and a failing task is printed at once with its message and the tail of its "
     "output. With [cyan]--plain[/cyan] (automatic when stdout is not a terminal, e.g. in CI) each "
-    "finished task is one log line instead.\n\n"
+    "finished task is one log line instead. ansible-runner's record of each run (job events, "
+    "output) is kept in a folder of its own under [cyan]artifacts/runs/[/cyan], owner-only, "
+    "secrets hidden.\n\n"
     "[bold]Examples[/bold]\n"
     "  [cyan]llmfleet up -i inventory/sparks[/cyan]\n"
     "  [cyan]llmfleet up -i inventory/sparks --limit spark-1 --tags vllm -e vllm_server_port=8001"
@@ -61,7 +65,9 @@ UP_HELP = (
     "  [cyan]llmfleet up -i inventory/sparks --check --diff[/cyan]   "
     "dry run, show what would change\n"
     "  [cyan]llmfleet up -i inventory/sparks --playbook NAME[/cyan]   "
-    "run playbooks/NAME.yml"
+    "run playbooks/NAME.yml\n"
+    "  [cyan]llmfleet up -i inventory/sparks --json[/cyan]   "
+    "the result as JSON on stdout"
 )
 
 
@@ -101,6 +107,28 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(lab_app, name="lab")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"llmfleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the llmfleet version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Turn a few machines into a private vLLM backend for coding agents."""
+
 
 _err = Console(stderr=True)
 
@@ -156,6 +184,9 @@ def _playbook_path(root: Path, name: str | None) -> Path:
     return path
 
 
+# ansible-runner's records of the runs, in the collection (git ignores artifacts/).
+RUNS_FOLDER = "artifacts/runs"
+
 # Options that `up` and `bench` share.
 InventoryOption = Annotated[
     Path,
@@ -187,9 +218,19 @@ ArtifactsOption = Annotated[
     typer.Option(
         "--artifacts",
         metavar="DIR",
-        help="Keep ansible-runner's record of the run (job events, output) in DIR, a folder "
-        "per run; DIR is made owner-only (0700). Keys never appear in it.",
+        help="Where ansible-runner's record of each run (job events, output) is kept, a folder "
+        "per run ([cyan]<UTC time>-<playbook>[/cyan]), owner-only (0700), secrets hidden "
+        f"[default: [cyan]{RUNS_FOLDER}[/cyan] in the collection].",
         show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the result as JSON on stdout (exit code, ansible's rc, per host "
+        "ok/changed/failed/unreachable, failures, the run's artifacts folder, reports); the "
+        "progress goes to stderr. Nothing on stdout when the run cannot start (exit 1).",
     ),
 ]
 PlainOption = Annotated[
@@ -219,6 +260,7 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
     verbose: VerboseOption = 0,
     plain: PlainOption = False,
     artifacts: ArtifactsOption = None,
+    as_json: JsonOption = False,
     playbook: Annotated[
         str | None,
         typer.Option(
@@ -243,7 +285,8 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
         diff=diff,
         verbose=verbose,
         plain=plain,
-        artifacts=artifacts,
+        artifacts=artifacts or root / RUNS_FOLDER,
+        as_json=as_json,
     )
 
 
@@ -263,9 +306,11 @@ def _run(
     plain: bool,
     verbose: int,
     status: Callable[[], str | None] | None = None,
+    as_json: bool = False,
     **options: Any,
 ) -> None:
-    """Run a playbook with the live display and exit with its exit code."""
+    """Run a playbook with the live display and exit with its exit code; with ``as_json``
+    the display goes to stderr and the result, as JSON, to stdout."""
     if not inventory.exists():
         raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
@@ -278,7 +323,7 @@ def _run(
             inventory,
             extravars=extravars,
             verbosity=verbose,
-            console=Console(),
+            console=Console(stderr=as_json),
             plain=True if plain else None,
             root=root,
             status=status,
@@ -288,6 +333,9 @@ def _run(
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", ExitCode.INTERRUPTED) from None
+    if as_json:
+        summary = {"playbook": str(pb), "inventory": str(inventory), **result_summary(result)}
+        typer.echo(json.dumps(summary, indent=2))
     raise typer.Exit(int(result.exit_code))
 
 
@@ -330,19 +378,23 @@ BENCH_HELP = (
     "short prompts at concurrency 4 and 8, a long prompt at 2, concurrency 1/64/256, prefill "
     "1K/8K/32K), reads the fabric's RDMA counters around the run, and writes JSON, markdown and a "
     "PNG plot under [cyan]artifacts/bench/[/cyan], compared with the previous run. A progress bar "
-    "shows the scenario and the requests done.\n\n"
+    "shows the scenario and the requests done; with [cyan]--json[/cyan] the result names the "
+    "report files.\n\n"
     "[bold]Examples[/bold]\n"
     "  [cyan]llmfleet bench -i inventory/sparks[/cyan]\n"
-    "  [cyan]llmfleet bench -i inventory/lab -e benchmark_max_errors=5[/cyan]"
+    "  [cyan]llmfleet bench -i inventory/lab -e benchmark_max_errors=5[/cyan]\n"
+    "  [cyan]llmfleet bench -i inventory/sparks --json | jq .reports[/cyan]"
 )
 
 
 @app.command(help=BENCH_HELP, epilog=EXIT_CODES_EPILOG)
-def bench(
+def bench(  # noqa: PLR0917 - typer maps parameters to options
     inventory: InventoryOption,
     extra_vars: ExtraVarsOption = None,
     verbose: VerboseOption = 0,
     plain: PlainOption = False,
+    artifacts: ArtifactsOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Benchmark the served endpoint."""
     root = _root()
@@ -357,6 +409,8 @@ def bench(
             verbose=verbose,
             plain=plain,
             status=lambda: progress_line(progress_file),
+            artifacts=artifacts or root / RUNS_FOLDER,
+            as_json=as_json,
         )
 
 

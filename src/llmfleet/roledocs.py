@@ -16,7 +16,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -296,8 +296,16 @@ def stale_files(root: Path) -> list[Path]:
     ]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments exit 1, as llmfleet's own commands do (argparse's default is 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if a generated file is out of date"
     )

@@ -12,8 +12,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmfleet.lab import cluster, image, orchestration
+from llmfleet.lab import cluster, fabric, image, node_settings, orchestration
 from llmfleet.lab.errors import LabError
+from llmfleet.lab.nodes import DEFAULT_LAB, Node, hostname_of
+
+LAB_EXIT_CODES_EPILOG = (
+    "[bold]Exit codes[/bold]\n"
+    "  [green]0[/green]    success\n"
+    "  [red]1[/red]    bad arguments (any usage error), not root, or the lab failed (the "
+    "message says why)\n"
+    "  [cyan]lab shell[/cyan] exits with the shell's own exit code."
+)
 
 lab_app = typer.Typer(
     help=(
@@ -25,6 +34,7 @@ lab_app = typer.Typer(
     ),
     rich_markup_mode="rich",
     no_args_is_help=True,
+    epilog=LAB_EXIT_CODES_EPILOG,
 )
 console = Console()
 err_console = Console(stderr=True)
@@ -58,7 +68,7 @@ def _parse_ports(ports: str) -> list[int]:
         return [int(p) for p in ports.split(",") if p.strip()]
     except ValueError:
         err_console.print(f"[red]--ports {ports!r}: expected a comma-separated list like 0,1[/]")
-        raise typer.Exit(2) from None
+        raise typer.Exit(1) from None
 
 
 def _print_status(status: cluster.LabStatus) -> None:
@@ -94,7 +104,7 @@ def _print_status(status: cluster.LabStatus) -> None:
         console.print(f"[yellow]image differs from the current recipe {status.image_current}[/]")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def build(
     rebuild: Annotated[bool, typer.Option(help="Rebuild even if the image is cached.")] = False,
     prune: Annotated[bool, typer.Option(help="Remove images of older recipes.")] = False,
@@ -120,14 +130,14 @@ def build(
     _guard(action)
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def up(
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
     ports: Annotated[
         str, typer.Option(help="CX7 ports to cable, comma-separated: 1, or 0,1.")
     ] = "1",
     rebuild: Annotated[bool, typer.Option(help="Rebuild the node image first.")] = False,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Start the lab (build the image if needed) and wire the CX7 fabric. Idempotent.
 
@@ -141,17 +151,17 @@ def up(
     console.print("next: [bold]ansible all -i inventory/lab -m ansible.builtin.ping[/]")
 
 
-@lab_app.command()
-def down(name: LabOption = cluster.DEFAULT_LAB) -> None:
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
+def down(name: LabOption = DEFAULT_LAB) -> None:
     """Remove every container, volume, network and link of the lab."""
     removed = _guard(lambda: cluster.down(console, lab=name))
     console.print(f"removed: {', '.join(removed)}" if removed else "nothing to remove")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Show the nodes, their state and their CX7 links."""
     current = _guard(lambda: cluster.status(name))
@@ -161,7 +171,7 @@ def status(
         _print_status(current)
 
 
-@lab_app.command("set")
+@lab_app.command("set", epilog=LAB_EXIT_CODES_EPILOG)
 def set_(
     assignment: Annotated[
         str,
@@ -173,69 +183,69 @@ def set_(
     node: Annotated[
         list[str] | None, typer.Option(help="Node hostname (repeatable); default: every node.")
     ] = None,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Change an emulated-hardware setting, to exercise pass and fail paths."""
     key, sep, value = assignment.partition("=")
     if not sep or not key:
         err_console.print(f"[red]{assignment!r}: expected KEY=VALUE[/]")
-        raise typer.Exit(2)
-    _guard(lambda: cluster.set_setting(name, node or [], key, value))
+        raise typer.Exit(1)
+    _guard(lambda: node_settings.set_setting(name, node or [], key, value))
     console.print(f"{key} = {value} on {', '.join(node) if node else 'every node'}")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def link(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")],
     interface: Annotated[str, typer.Argument(help="Fabric interface, e.g. enp1s0f1np1.")],
     state: Annotated[str, typer.Argument(help="up or down.")],
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Take a fabric link down (a pulled cable) or back up."""
-    _guard(lambda: cluster.set_link(name, node, interface, state))
+    _guard(lambda: node_settings.set_link(name, node, interface, state))
     console.print(f"{node} {interface} {state}")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def wire(
     containers: Annotated[
         list[str], typer.Argument(help="Node containers (running, from the lab image), in order.")
     ],
     ports: Annotated[str, typer.Option(help="CX7 ports to cable: 1, or 0,1.")] = "1",
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Cable CX7 links between containers made by another tool (molecule). Idempotent."""
     port_list = _parse_ports(ports)
 
     def action() -> int:
         nodes = [
-            cluster.Node(container=c, hostname=cluster.hostname_of(c), index=i)
+            Node(container=c, hostname=hostname_of(c), index=i)
             for i, c in enumerate(containers, start=1)
         ]
-        created = cluster.wire_fabric(name, nodes, port_list)
-        cluster.wait_emulated_hardware(nodes, port_list)
+        created = fabric.wire_fabric(name, nodes, port_list)
+        fabric.wait_emulated_hardware(nodes, port_list)
         return created
 
     console.print(f"{_guard(action)} link(s) wired")
 
 
-@lab_app.command()
+@lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
 def shell(
     node: Annotated[str, typer.Argument(help="Node hostname, e.g. spark-1.")] = "spark-1",
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Open a shell on a node."""
     container = f"{name}-{node}"
     raise typer.Exit(subprocess.call(["podman", "exec", "-it", container, "bash", "-l"]))
 
 
-@lab_app.command("bench")
+@lab_app.command("bench", epilog=LAB_EXIT_CODES_EPILOG)
 def bench(
     output: Annotated[
         str, typer.Option(help="Folder of the JSON and markdown results.")
     ] = "artifacts/bench",
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
-    name: LabOption = cluster.DEFAULT_LAB,
+    name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Benchmark the orchestration on a fresh lab (the lab is removed and started again).
 

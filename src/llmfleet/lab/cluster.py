@@ -2,64 +2,36 @@
 
 Each node is a privileged podman container booting systemd (hostname ``spark-N``) on a
 management network. The fabric is built from real veth pairs named like the two halves of
-a ConnectX-7 port:
-
-* two nodes: a direct cable per half, ``enp1s0f1np1`` on spark-1 to ``enp1s0f1np1`` on
-  spark-2 (and ``enP2p1s0f1np1`` likewise), as when two Sparks share a QSFP cable;
-* three or more: one switch per half, a Linux bridge in a network namespace of the lab's
-  own, as when several Sparks hang off a 200G switch.
-
-Both ends of every veth live in node namespaces (or the lab's fabric namespace), so
-removing the containers and that namespace leaves nothing behind on the host.
+a ConnectX-7 port (``fabric``). ``up`` starts and wires it, ``down`` removes every trace
+of it, ``status`` reports it; ``node_settings`` changes its emulated hardware.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from rich.console import Console
 
 from llmfleet.lab import access, podman
 from llmfleet.lab.errors import LabError
+from llmfleet.lab.fabric import (
+    CX7_PORTS,
+    fabric_namespace,
+    host_command,
+    namespace_exists,
+    wait_emulated_hardware,
+    wire_fabric,
+)
 from llmfleet.lab.image import ensure_image, host_ca_bundle, node_image_ref
+from llmfleet.lab.nodes import DEFAULT_LAB, LAB_LABEL, NODE_LABEL, Node, lab_nodes
 
-DEFAULT_LAB = "llmfleet-lab"
-LAB_LABEL = "llmfleet.lab"
-NODE_LABEL = "llmfleet.lab.node"
-CX7_PORTS: dict[int, tuple[str, str]] = {
-    0: ("enp1s0f0np0", "enP2p1s0f0np0"),
-    1: ("enp1s0f1np1", "enP2p1s0f1np1"),
-}
-SETTINGS_FILE = "/etc/llmfleet-lab/settings.json"
-EMULATED_SYSFS = "/run/llmfleet-lab/sysfs"
 # Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
 NODE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BOOT_TIMEOUT_S = 180
-FABRIC_MTU_MAX = 9216
-
-
-@dataclass(frozen=True)
-class Node:
-    """A node container: its name on the host, its hostname inside, its index (1-based)."""
-
-    container: str
-    hostname: str
-    index: int
-
-    @classmethod
-    def of_lab(cls, lab: str, index: int) -> Node:
-        return cls(container=f"{lab}-spark-{index}", hostname=f"spark-{index}", index=index)
-
-    @property
-    def storage_volume(self) -> str:
-        return f"{self.container}-containers"
 
 
 @dataclass
@@ -93,35 +65,6 @@ class LabStatus:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
-
-
-def fabric_namespace(lab: str) -> str:
-    return f"{lab}-fabric"
-
-
-def _host(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=60)
-    if check and proc.returncode != 0:
-        raise LabError(f"`{' '.join(cmd)}` failed", detail=proc.stderr.strip())
-    return proc
-
-
-def _namespace_exists(namespace: str) -> bool:
-    # `ip netns list` prints "name" or "name (id: N)" per line
-    return namespace in _host("ip", "netns", "list").stdout.split()
-
-
-def _mac(node: Node, ifname: str) -> str:
-    """A stable, locally administered MAC per node and interface."""
-    digest = hashlib.sha256(f"{node.container}/{ifname}".encode()).digest()
-    return "02:" + ":".join(f"{b:02x}" for b in digest[:5])
-
-
-def lab_nodes(lab: str) -> list[dict[str, Any]]:
-    return sorted(
-        podman.containers(f"{LAB_LABEL}={lab}"),
-        key=lambda c: int(c["Labels"].get("llmfleet.lab.index", "0")),
-    )
 
 
 def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> None:
@@ -171,113 +114,6 @@ def _trust_options() -> list[str]:
     return options
 
 
-def hostname_of(container: str) -> str:
-    return str(podman.inspect(container)["Config"]["Hostname"])
-
-
-def _pid(node: Node) -> int:
-    pid = int(podman.inspect(node.container)["State"]["Pid"])
-    if pid <= 0:
-        raise LabError(f"{node.container} is not running")
-    return pid
-
-
-def _has_link(pid: int, ifname: str) -> bool:
-    probe = _host("nsenter", "-t", str(pid), "-n", "ip", "link", "show", ifname, check=False)
-    return probe.returncode == 0
-
-
-def _finish_link(node: Node, pid: int, ifname: str) -> None:
-    ns = ("nsenter", "-t", str(pid), "-n")
-    _host(*ns, "ip", "link", "set", ifname, "address", _mac(node, ifname))
-    _host(*ns, "ip", "link", "set", ifname, "up")
-
-
-def _wire_direct(a: Node, b: Node, ifname: str) -> bool:
-    """One cable: a veth pair with the same CX7 name on both nodes. True if created."""
-    pid_a, pid_b = _pid(a), _pid(b)
-    present = (_has_link(pid_a, ifname), _has_link(pid_b, ifname))
-    if all(present):
-        return False
-    for pid, here in zip((pid_a, pid_b), present, strict=True):
-        if here:  # a half-cable left by a restarted peer: replace the pair
-            _host("nsenter", "-t", str(pid), "-n", "ip", "link", "del", ifname)
-    _host(
-        "ip",
-        "link",
-        "add",
-        ifname,
-        "netns",
-        str(pid_a),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        ifname,
-        "netns",
-        str(pid_b),
-    )
-    _finish_link(a, pid_a, ifname)
-    _finish_link(b, pid_b, ifname)
-    return True
-
-
-def _wire_switched(lab: str, node: Node, port_number: int, half: int) -> bool:
-    """One switch port: the node's CX7 half into the lab's bridge for that half."""
-    ifname = CX7_PORTS[port_number][half]
-    pid = _pid(node)
-    if _has_link(pid, ifname):
-        return False
-    namespace = fabric_namespace(lab)
-    half_label = f"p{port_number}{'ab'[half]}"
-    bridge = f"sw-{half_label}"
-    port = f"n{node.index}-{half_label}"
-    in_ns = ("ip", "netns", "exec", namespace)
-    if _host(*in_ns, "ip", "link", "show", bridge, check=False).returncode != 0:
-        _host(*in_ns, "ip", "link", "add", bridge, "type", "bridge")
-        _host(*in_ns, "ip", "link", "set", bridge, "mtu", str(FABRIC_MTU_MAX), "up")
-    _host(*in_ns, "ip", "link", "del", port, check=False)
-    _host(
-        "ip",
-        "link",
-        "add",
-        ifname,
-        "netns",
-        str(pid),
-        "type",
-        "veth",
-        "peer",
-        "name",
-        port,
-        "netns",
-        namespace,
-    )
-    _host(*in_ns, "ip", "link", "set", port, "mtu", str(FABRIC_MTU_MAX), "master", bridge, "up")
-    _finish_link(node, pid, ifname)
-    return True
-
-
-def wire_fabric(lab: str, nodes: Sequence[Node], ports: Sequence[int]) -> int:
-    """Create every missing fabric link; returns how many links were created.
-
-    ``lab`` names the fabric namespace that holds the switches (three nodes or more).
-    """
-    created = 0
-    if len(nodes) == 2:
-        for port in ports:
-            for ifname in CX7_PORTS[port]:
-                created += _wire_direct(nodes[0], nodes[1], ifname)
-        return created
-    namespace = fabric_namespace(lab)
-    if not _namespace_exists(namespace):
-        _host("ip", "netns", "add", namespace)
-    for node in nodes:
-        for port in ports:
-            for half in (0, 1):
-                created += _wire_switched(lab, node, port, half)
-    return created
-
-
 def _wait_booted(nodes: Sequence[Node], console: Console) -> dict[str, str]:
     """Wait until systemd in every node has finished starting up."""
     states: dict[str, str] = {}
@@ -310,33 +146,6 @@ def _wait_booted(nodes: Sequence[Node], console: Console) -> dict[str, str]:
             ).stdout.strip()
             console.print(f"[yellow]{hostname}: systemd degraded[/]\n{failed}")
     return states
-
-
-def wait_emulated_hardware(nodes: Sequence[Node], ports: Sequence[int]) -> None:
-    """The RDMA emulator mirrors every cabled half once it has seen the links."""
-    netdevs = [name for port in ports for name in CX7_PORTS[port]]
-    deadline = time.monotonic() + 30
-    for node in nodes:
-        while True:
-            out = podman.exec_in(node.container, "ibdev2netdev", check=False).stdout
-            if all(f"==> {name} " in out for name in netdevs):
-                break
-            if time.monotonic() > deadline:
-                raise LabError(
-                    f"{node.hostname}: the emulated RDMA devices did not appear",
-                    detail=out
-                    + podman.exec_in(
-                        node.container,
-                        "journalctl",
-                        "-u",
-                        "llmfleet-lab-rdma",
-                        "-n",
-                        "20",
-                        "--no-pager",
-                        check=False,
-                    ).stdout,
-                )
-            time.sleep(0.5)
 
 
 def up(
@@ -414,8 +223,8 @@ def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
         podman.run("network", "rm", "-f", lab)
         removed.append(f"network {lab}")
     namespace = fabric_namespace(lab)
-    if _namespace_exists(namespace):
-        _host("ip", "netns", "del", namespace)
+    if namespace_exists(namespace):
+        host_command("ip", "netns", "del", namespace)
         removed.append(f"namespace {namespace}")
     if access.forget(lab):
         removed.append("SSH key")
@@ -474,60 +283,3 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
         ssh_private_key=str(ssh.private_key) if ssh.private_key.is_file() else "",
         ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
     )
-
-
-def _container_for(lab: str, hostname: str) -> str:
-    for container in lab_nodes(lab):
-        if container["Labels"].get(NODE_LABEL) == hostname:
-            return str(container["Names"][0])
-    raise LabError(f"no node {hostname!r} in lab {lab!r}", hint="see `llmfleet lab status`")
-
-
-def _parse_value(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-
-
-def set_setting(lab: str, hostnames: Sequence[str], key: str, raw_value: str) -> None:
-    """Change an emulated-hardware setting (dotted key) on the given nodes."""
-    if not hostnames:
-        hostnames = [c["Labels"][NODE_LABEL] for c in lab_nodes(lab)]
-    value = _parse_value(raw_value)
-    for hostname in hostnames:
-        container = _container_for(lab, hostname)
-        settings = json.loads(podman.exec_in(container, "cat", SETTINGS_FILE).stdout)
-        section, _, leaf = key.partition(".")
-        if leaf:
-            if not isinstance(settings.get(section), dict):
-                raise LabError(f"{key}: {section!r} is not a section of the lab settings")
-            settings[section][leaf] = value
-        else:
-            settings[section] = value
-        payload = json.dumps(settings, indent=2) + "\n"
-        proc = subprocess.run(
-            [
-                "podman",
-                "exec",
-                "-i",
-                container,
-                "sh",
-                "-c",
-                f"cat > {SETTINGS_FILE}.new && mv {SETTINGS_FILE}.new {SETTINGS_FILE}",
-            ],
-            input=payload,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        )
-        if proc.returncode != 0:
-            raise LabError(f"{hostname}: could not write {SETTINGS_FILE}", detail=proc.stderr)
-
-
-def set_link(lab: str, hostname: str, ifname: str, state: str) -> None:
-    """Take a fabric link down or up inside a node (real ``ip link set``)."""
-    if state not in ("up", "down"):
-        raise LabError(f"link state {state!r}: expected up or down")
-    podman.exec_in(_container_for(lab, hostname), "ip", "link", "set", ifname, state)

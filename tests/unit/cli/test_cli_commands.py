@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -9,12 +12,14 @@ from rich.text import Text
 from typer.testing import CliRunner
 
 from llmfleet import __version__
-from llmfleet.bench import progress_line
+from llmfleet.bench_progress import progress_line
 from llmfleet.cli import app, parse_extra_vars
+from llmfleet.lab import cluster, node_settings
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
-from llmfleet.runner import result_details
+from llmfleet.run_display import result_details
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _plain(lines: list[Text]) -> str:
@@ -48,6 +53,15 @@ def test_version() -> None:
     assert "ansible-core" in result.output
 
 
+def test_version_option_prints_the_installed_packages_version() -> None:
+    """One version: pyproject.toml's, as the installed package's metadata carries it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert __version__ == metadata.version("llmfleet") == project["version"]
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"llmfleet {__version__}\n"
+
+
 def test_missing_inventory_exits_1_and_names_it(fake_collection: object) -> None:
     result = runner.invoke(app, ["up", "-i", "no/such/hosts.yml", "--plain"])
     assert result.exit_code == 1
@@ -59,6 +73,48 @@ def test_usage_error_exits_1_not_2() -> None:
     result = runner.invoke(app, ["up"])  # -i is required
     assert result.exit_code == 1
     assert "--inventory" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--bogus"], "No such option"),
+        (["nosuch"], "No such command"),
+        (["up", "-i", "hosts.ini", "--bogus"], "No such option"),
+        (["bench", "--json"], "--inventory"),
+        (["version", "extra"], "unexpected extra argument"),
+        (["lab", "nosuch"], "No such command"),
+        (["lab", "up", "--nodes", "x"], "--nodes"),
+        (["lab", "up", "--nodes", "1"], "--nodes"),
+        (["lab", "up", "--ports", "x"], "expected a comma-separated list"),
+        (["lab", "set", "novalue"], "expected KEY=VALUE"),
+    ],
+)
+def test_bad_arguments_exit_1_everywhere(
+    args: list[str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2 means "a host failed"; no bad argument may exit with it. Nothing starts."""
+
+    def must_not_run(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a bad argument must stop the command before it acts")
+
+    for name in ("up", "down", "status"):
+        monkeypatch.setattr(cluster, name, must_not_run)
+    monkeypatch.setattr(node_settings, "set_setting", must_not_run)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert says in " ".join(result.output.split()), result.output
+
+
+@pytest.mark.parametrize("command", [[], ["up"], ["bench"], ["lab"], ["lab", "up"]])
+def test_help_documents_that_bad_arguments_exit_1(
+    command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Exit codes" in result.output
+    assert re.search(r"1 +(could not start: )?bad arguments \(any usage error\)", result.output)
 
 
 def test_unknown_playbook_exits_1(fake_collection: object) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmfleet.runner import ExitCode, Failure, HostStats, RunResult, exit_code_for
+from llmfleet.run_outcome import ExitCode, Failure, HostStats, RunResult, exit_code_for
 
 
 @pytest.mark.parametrize(

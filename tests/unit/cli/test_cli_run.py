@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from llmfleet.cli import app
+from llmfleet.run_artifacts import HIDDEN
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _up(fc: Any, *args: str) -> tuple[int, str]:
@@ -196,3 +200,129 @@ def test_bench_without_inventory_exits_1(fake_collection: Any) -> None:
     result = runner.invoke(app, ["bench", "-i", "/nonexistent/inventory"])
     assert result.exit_code == 1
     assert "inventory not found" in result.output
+
+
+def test_up_json_is_the_result_on_stdout(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.write_site(
+        play(
+            "    - name: Make a change\n"
+            "      ansible.builtin.command: 'true'\n"
+            "    - name: Fail, ignored\n"
+            "      ansible.builtin.command: 'false'\n"
+            "      ignore_errors: true\n"
+        )
+    )
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--plain", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "[localhost] changed: Make a change" in result.stderr  # the progress
+    summary = json.loads(result.stdout)  # nothing else on stdout
+    assert summary["exit_code"] == 0
+    assert summary["rc"] == 0
+    assert summary["status"] == "successful"
+    assert summary["playbook"] == str(fake_collection.root / "site.yml")
+    assert summary["inventory"] == str(fake_collection.inventory)
+    assert summary["hosts"] == {
+        "localhost": {
+            "ok": 2,
+            "changed": 2,
+            "unreachable": 0,
+            "failed": 0,
+            "skipped": 0,
+            "rescued": 0,
+            "ignored": 1,
+        }
+    }
+    assert summary["failed_hosts"] == summary["unreachable_hosts"] == summary["failures"] == []
+    assert summary["reports"] == []
+    # ansible-runner's record, in a folder of this run under the collection's artifacts/runs
+    run = Path(summary["artifacts"])
+    assert run.parent == fake_collection.root / "artifacts" / "runs"
+    assert re.fullmatch(r"\d{8}T\d{6}Z-site", run.name), run.name
+    assert stat.S_IMODE(run.stat().st_mode) == stat.S_IMODE(run.parent.stat().st_mode) == 0o700
+    assert (run / "stdout").is_file() and list((run / "job_events").iterdir())
+
+
+def test_up_json_of_a_failed_run(fake_collection: Any, play: Callable[[str], str]) -> None:
+    fake_collection.write_site(play("    - name: Break\n      ansible.builtin.command: 'false'\n"))
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--json"])
+    assert result.exit_code == 2, result.output
+    summary = json.loads(result.stdout)
+    assert summary["exit_code"] == 2
+    assert summary["rc"] == 2
+    assert summary["hosts"]["localhost"]["failed"] == 1
+    assert summary["failed_hosts"] == ["localhost"]
+    (failure,) = summary["failures"]
+    assert failure["host"] == "localhost"
+    assert failure["task"] == "Break"
+    assert failure["unreachable"] is False
+    assert "non-zero return code" in failure["msg"]
+
+
+def test_every_run_keeps_a_folder_of_its_own(
+    fake_collection: Any, play: Callable[[str], str], tmp_path: Path
+) -> None:
+    fake_collection.write_site(play("    - name: Ping\n      ansible.builtin.ping:\n"))
+    artifacts = tmp_path / "kept"
+    for _ in range(2):
+        code, out = _up(fake_collection, "--artifacts", str(artifacts))
+        assert code == 0, out
+    runs = sorted(p.name for p in artifacts.iterdir())
+    assert len(runs) == 2, runs
+    assert all(re.fullmatch(r"\d{8}T\d{6}Z-site(-2)?", name) for name in runs), runs
+
+
+def test_artifacts_hide_secrets_of_the_environment(
+    fake_collection: Any,
+    play: Callable[[str], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process environment reaches ansible-runner's `command` record, and a play on
+    localhost that gathers facts puts it (ansible_env) in the job events and the fact cache:
+    neither may keep a secret."""
+    secret = "sk-llmfleet-test-0123456789"
+    monkeypatch.setenv("LLMFLEET_API_KEY", secret)
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", secret + "-token")
+    fake_collection.write_site(
+        "- name: Facts\n  hosts: all\n  gather_facts: true\n  tasks:\n"
+        "    - name: Ping\n      ansible.builtin.ping:\n"
+    )
+    artifacts = tmp_path / "kept"
+    code, out = _up(fake_collection, "-vvv", "--artifacts", str(artifacts))
+    assert code == 0, out
+    (run,) = artifacts.iterdir()
+    files = [p for p in run.rglob("*") if p.is_file()]
+    texts = {p: p.read_text(errors="replace") for p in files}
+    assert any("ansible_env" in text for text in texts.values())  # the facts are there
+    assert [p for p, text in texts.items() if secret in text] == []
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+    command = json.loads((run / "command").read_text())
+    assert command["env"]["LLMFLEET_API_KEY"] == HIDDEN
+    assert command["env"]["HOME"] == HIDDEN  # only what llmfleet set is shown
+    assert command["env"]["ANSIBLE_CONFIG"] == str(fake_collection.root / "ansible.cfg")
+
+
+def test_bench_json_names_the_reports(fake_collection: Any, tmp_path: Path) -> None:
+    """The files bench_report wrote, as the run reported them."""
+    cfg = fake_collection.root / "ansible.cfg"
+    cfg.write_text(cfg.read_text() + f"collections_path = {REPO / 'collections'}\n")
+    reports = tmp_path / "reports"
+    benchmark = {"started": "2026-11-22T23:10:00Z", "scenarios": [{"name": "c1", "ok": 1}]}
+    (fake_collection.root / "playbooks" / "bench.yml").write_text(
+        "- name: Bench\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Write the results\n"
+        "      llmfleet.cluster.bench_report:\n"
+        f"        benchmark: {json.dumps(benchmark)}\n"
+        f"        output_dir: {reports}\n"
+        "        plot: false\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(
+        app, ["bench", "-i", str(fake_collection.inventory), "--plain", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    stem = reports / "bench-20261122T231000Z"
+    assert summary["reports"] == [f"{stem}.json", f"{stem}.md"]
+    assert all(Path(path).is_file() for path in summary["reports"])
+    assert Path(summary["artifacts"]).name.endswith("-bench")

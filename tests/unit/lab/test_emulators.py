@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _gpu_memory as gm
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _meminfo, _nvidia_query
 
 EMU = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators"
 
@@ -629,12 +629,12 @@ def test_ib_write_bw_server_sees_client_vanish(pair: FakeNode) -> None:
 # --------------------------------------------------------------------------
 # nvidia-smi (GB10)
 def test_nvidia_smi_prints_a_gb10_with_memory_not_available(node: FakeNode) -> None:
-    proc = node.run("nvidia-smi", *gm.NVIDIA_SMI_ARGS)
+    proc = node.run("nvidia-smi", *_nvidia_query.NVIDIA_SMI_ARGS)
     assert proc.returncode == 0, proc.stderr
     line = proc.stdout.strip()
     assert line.startswith("0, NVIDIA GB10, GPU-") and line.endswith("[N/A], [N/A], [N/A]")
     # The collection's parser reads it as a unified-memory GPU (no framebuffer numbers).
-    rows = gm.parse_nvidia_smi(proc.stdout)
+    rows = _nvidia_query.parse_nvidia_smi(proc.stdout)
     assert [(r["name"], r["total"], r["free"]) for r in rows] == [("NVIDIA GB10", None, None)]
 
     header = node.run("nvidia-smi", "--query-gpu=name,memory.total", "--format=csv").stdout
@@ -677,8 +677,8 @@ def test_memd_gives_the_node_a_pool_its_own_memory_use_takes_from(
     )
     assert proc.returncode == 0, proc.stderr
     sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
-    meminfo = gm.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+    meminfo = _meminfo.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
     assert meminfo["MemTotal"] == 8 * gib
     assert meminfo["MemFree"] == 5 * gib  # what cudaMemGetInfo reports on a GB10
     assert meminfo["MemAvailable"] == 5 * gib + gib - gib // 4
-    assert gm.page_cache_bytes(meminfo) == gib - gib // 4
+    assert _meminfo.page_cache_bytes(meminfo) == gib - gib // 4

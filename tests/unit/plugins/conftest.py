@@ -1,6 +1,6 @@
-"""Shared by the RDMA plugin tests: a DGX Spark's /sys/class/infiniband built in
-tmp_path, and two ways to run a module (in-process with patch_module_args, and
-through the real ``ansible`` ad-hoc command).
+"""Shared by the plugin tests: a DGX Spark's /sys/class/infiniband built in tmp_path,
+the fake OpenAI-compatible server (``fake_server``), and two ways to run a module
+(in-process with patch_module_args, and through the real ``ansible`` ad-hoc command).
 
 The tree has the kernel's layout (the lab's llmfleet-lab-rdmad publishes the same):
 ``<root>/class/infiniband/<dev>/{node_type,node_guid,fw_ver,hca_type,board_id,
@@ -18,7 +18,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.testing import patch_module_args
+
+from tests.unit.plugins.fake_llm_server import FakeLlmServer, fake_servers
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -273,3 +275,9 @@ def ansible_adhoc(
     assert line is not None, f"no result line\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     status, _, payload = line[len("localhost | ") :].partition(" => ")
     return status, json.loads(payload)
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[..., FakeLlmServer]]:
+    """Starts fake OpenAI-compatible servers (any settings), all stopped after the test."""
+    yield from fake_servers()

@@ -1,4 +1,6 @@
-"""module_utils/_rdma_sysfs: reading a Spark's RDMA sysfs, GID index detection, counters."""
+"""module_utils/_rdma_sysfs: reading a Spark's RDMA sysfs tree (devices, ports, GID table), and
+the lab emulator's tree.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _rdma_counters, _rdma_gids
 from ansible_collections.llmfleet.cluster.plugins.module_utils import _rdma_sysfs as rs
 
 from tests.unit.plugins.conftest import (
-    LL_P1S0F1,
     V1,
     V2,
     V4_100_10,
@@ -23,9 +25,6 @@ from tests.unit.plugins.conftest import (
 EMULATORS = Path(__file__).resolve().parents[4] / "src/llmfleet/lab/assets/image/emulators"
 
 
-# ---------------------------------------------------------------------------
-# pure helpers
-# ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -40,173 +39,6 @@ EMULATORS = Path(__file__).resolve().parents[4] / "src/llmfleet/lab/assets/image
 )
 def test_parse_state(text: str | None, expected: dict | None) -> None:
     assert rs.parse_state(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("gid", "ipv4", "compressed", "link_local", "zero"),
-    [
-        (V4_100_10, "192.168.100.10", "::ffff:192.168.100.10", False, False),
-        ("0000:0000:0000:0000:0000:ffff:0a00:0001", "10.0.0.1", "::ffff:10.0.0.1", False, False),
-        (LL_P1S0F1, None, "fe80::4ebb:47ff:fe2d:1a17", True, False),
-        (V6_GLOBAL, None, "2001:db8::10", False, False),
-        (ZERO_GID, None, "::", False, True),
-        # ::ffff:0:a.b.c.d is not IPv4-mapped (NCCL's getGidAddrFamily agrees)
-        ("0000:0000:0000:0000:ffff:0000:c0a8:640a", None, "::ffff:0:c0a8:640a", False, False),
-    ],
-)
-def test_gid_forms(
-    gid: str, ipv4: str | None, compressed: str, link_local: bool, zero: bool
-) -> None:
-    assert rs.gid_ipv4(gid) == ipv4
-    assert rs.gid_compressed(gid) == compressed
-    assert rs.gid_is_link_local(gid) is link_local
-    assert rs.gid_is_zero(gid) is zero
-
-
-@pytest.mark.parametrize("bad", ["", "not-a-gid", "0000:0000", None])
-def test_gid_forms_of_garbage(bad: str | None) -> None:
-    assert rs.gid_bytes(bad) is None
-    assert rs.gid_ipv4(bad) is None
-    assert rs.gid_compressed(bad) is None
-    assert rs.gid_is_zero(bad) is True
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("RoCE v2", V2),
-        ("IB/RoCE v1", V1),
-        ("RoCE v1", V1),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_gid_type(text: str | None, expected: str | None) -> None:
-    assert rs.gid_type(text) == expected
-
-
-def entry(index: int, gid: str, gtype: str | None, ndev: str | None = "enp1s0f1np1") -> dict:
-    return {
-        "index": index,
-        "gid": gid,
-        "gid_compressed": rs.gid_compressed(gid),
-        "type": gtype,
-        "ndev": ndev,
-        "ipv4": rs.gid_ipv4(gid),
-    }
-
-
-V4_OTHER = "0000:0000:0000:0000:0000:ffff:0a00:0001"
-
-GID_CASES = {
-    "ipv4 v2 after the default gid": (
-        [
-            entry(0, LL_P1S0F1, V1),
-            entry(1, LL_P1S0F1, V2),
-            entry(2, V4_100_10, V1),
-            entry(3, V4_100_10, V2),
-        ],
-        3,
-    ),
-    "ipv4 v2 before the default gid": (
-        [
-            entry(0, V4_100_10, V1),
-            entry(1, V4_100_10, V2),
-            entry(2, LL_P1S0F1, V1),
-            entry(3, LL_P1S0F1, V2),
-        ],
-        1,
-    ),
-    "ipv4 only as v1 falls back to the link-local v2": (
-        [entry(0, LL_P1S0F1, V1), entry(1, LL_P1S0F1, V2), entry(2, V4_100_10, V1)],
-        1,
-    ),
-    "global ipv6 v2 beats link-local v2": (
-        [
-            entry(0, LL_P1S0F1, V1),
-            entry(1, LL_P1S0F1, V2),
-            entry(4, V6_GLOBAL, V1),
-            entry(5, V6_GLOBAL, V2),
-        ],
-        5,
-    ),
-    "ipv4 beats global ipv6 whatever the order": (
-        [entry(2, V6_GLOBAL, V2), entry(7, V4_100_10, V2), entry(1, LL_P1S0F1, V2)],
-        7,
-    ),
-    "lowest ipv4 v2 index wins": (
-        [entry(9, V4_OTHER, V2), entry(5, V4_100_10, V2)],
-        5,
-    ),
-    "unreadable type is an empty slot": (
-        [entry(1, LL_P1S0F1, V2), entry(3, V4_100_10, None)],
-        1,
-    ),
-    "zero gid is an empty slot": (
-        [entry(1, ZERO_GID, V2), entry(2, LL_P1S0F1, V1)],
-        None,
-    ),
-    "only v1": ([entry(0, LL_P1S0F1, V1), entry(2, V4_100_10, V1)], None),
-    "empty table": ([], None),
-    "other netdev's ipv4 is skipped": (
-        [entry(1, LL_P1S0F1, V2), entry(3, V4_100_10, V2, ndev="enP2p1s0f1np1")],
-        1,
-    ),
-    "unknown ndev is accepted": (
-        [entry(1, LL_P1S0F1, V2), entry(3, V4_100_10, V2, ndev=None)],
-        3,
-    ),
-}
-
-
-@pytest.mark.parametrize(("table", "expected"), GID_CASES.values(), ids=GID_CASES.keys())
-def test_roce_v2_gid_index(table: list[dict], expected: int | None) -> None:
-    assert rs.roce_v2_gid_index(table, ["enp1s0f1np1"]) == expected
-
-
-def test_roce_v2_gid_index_without_netdev_filter_takes_any_netdev() -> None:
-    table = [entry(1, LL_P1S0F1, V2), entry(3, V4_100_10, V2, ndev="enP2p1s0f1np1")]
-    assert rs.roce_v2_gid_index(table) == 3
-    assert rs.select_roce_v2_gid(table)["ipv4"] == "192.168.100.10"
-
-
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ({"port_xmit_data": 10, "port_rcv_data": 3}, {"port_xmit_data": 40, "port_rcv_data": 12}),
-        ({"port_xmit_packets": 10, "link_downed": 2}, {"port_xmit_packets": 10, "link_downed": 2}),
-        ({}, {}),
-    ],
-)
-def test_counters_in_bytes(raw: dict, expected: dict) -> None:
-    assert rs.counters_in_bytes(raw) == expected
-
-
-def test_compute_rates() -> None:
-    before = {"port_xmit_data": 1_000, "port_rcv_data": 0, "port_xmit_packets": 10}
-    after = {"port_xmit_data": 2_501_000, "port_rcv_data": 500, "port_xmit_packets": 30}
-    delta, rates = rs.compute_rates(before, after, 0.5)
-    assert delta == {"port_xmit_data": 2_500_000, "port_rcv_data": 500, "port_xmit_packets": 20}
-    assert rates["port_xmit_data"] == 5_000_000.0
-    assert rates["port_xmit_packets"] == 40.0
-    assert rates["xmit_gbits_per_second"] == pytest.approx(0.04)
-    assert rates["rcv_gbits_per_second"] == pytest.approx(8e-6)
-
-
-def test_compute_rates_counter_reset_is_null_and_gbits_follow() -> None:
-    delta, rates = rs.compute_rates({"port_xmit_data": 100}, {"port_xmit_data": 4}, 1.0)
-    assert delta == {"port_xmit_data": None}
-    assert rates == {"port_xmit_data": None, "xmit_gbits_per_second": None}
-
-
-def test_compute_rates_without_data_counters_has_no_gbits() -> None:
-    _, rates = rs.compute_rates({"link_downed": 0}, {"link_downed": 1}, 2.0)
-    assert rates == {"link_downed": 0.5}
-
-
-def test_compute_rates_rejects_zero_elapsed() -> None:
-    with pytest.raises(ValueError, match="positive"):
-        rs.compute_rates({}, {}, 0)
 
 
 def test_collation_is_ls_order() -> None:
@@ -308,7 +140,7 @@ def test_gid_table_reads_every_slot_and_treats_einval_as_empty(spark: SparkSysfs
     assert (spark.port_dir("rocep1s0f1") / "gid_attrs" / "types" / "7").is_dir()
     assert table[7]["type"] is None
     assert table[7]["ndev"] is None
-    assert [e["index"] for e in rs.populated_gids(table)] == [0, 1, 2, 3]
+    assert [e["index"] for e in _rdma_gids.populated_gids(table)] == [0, 1, 2, 3]
 
 
 def test_gid_table_ignores_temporary_files(spark: SparkSysfs) -> None:
@@ -386,75 +218,6 @@ def test_device_summary_shape(spark: SparkSysfs) -> None:
 
 
 # ---------------------------------------------------------------------------
-# counters
-# ---------------------------------------------------------------------------
-def test_read_counters_every_file(spark: SparkSysfs) -> None:
-    values, unreadable = rs.read_counters(str(spark.root), "rocep1s0f1", 1)
-    assert unreadable == []
-    assert len(values) == 21
-    assert values["port_xmit_data"] == 50_053_280
-    assert rs.counters_in_bytes(values)["port_xmit_data"] == 200_213_120
-    assert rs.counters_in_bytes(values)["port_xmit_packets"] == 24_671
-
-
-def test_read_counters_subset_and_unknown_name(spark: SparkSysfs) -> None:
-    values, _ = rs.read_counters(str(spark.root), "rocep1s0f1", 1, ["port_rcv_data", "link_downed"])
-    assert values == {"port_rcv_data": 2_100, "link_downed": 1}
-    with pytest.raises(rs.RdmaSysfsError) as info:
-        rs.read_counters(str(spark.root), "rocep1s0f1", 1, ["port_xmit_bytes"])
-    assert "port_xmit_bytes" in str(info.value)
-    assert "port_xmit_data" in info.value.available
-
-
-def test_read_counters_reports_unreadable_files(spark: SparkSysfs) -> None:
-    cdir = spark.port_dir("rocep1s0f1") / "counters"
-    (cdir / "symbol_error").unlink()
-    (cdir / "symbol_error").mkdir()  # reads like EINVAL
-    (cdir / "port_xmit_wait").write_text("garbage\n")
-    values, unreadable = rs.read_counters(str(spark.root), "rocep1s0f1", 1)
-    assert unreadable == ["port_xmit_wait", "symbol_error"]
-    assert "symbol_error" not in values
-
-
-def test_sampler_reads_twice_and_computes_rates(spark: SparkSysfs) -> None:
-    clock = iter([100.0, 102.0])
-
-    def fake_sleep(seconds: float) -> None:
-        assert seconds == 2.0
-        # 250 MB of transmit data (in 4-byte words) and 1000 packets during the sample
-        spark.set_counter("rocep1s0f1", "port_xmit_data", 50_053_280 + 62_500_000)
-        spark.set_counter("rocep1s0f1", "port_xmit_packets", 24_671 + 1_000)
-
-    sample = rs.sample_counters(
-        str(spark.root),
-        "rocep1s0f1",
-        1,
-        2.0,
-        ["port_xmit_data", "port_rcv_data", "port_xmit_packets"],
-        sleep=fake_sleep,
-        clock=lambda: next(clock),
-    )
-    assert sample["elapsed_seconds"] == 2.0
-    assert sample["first"]["port_xmit_data"] == 50_053_280
-    assert sample["second"]["port_xmit_data"] == 112_553_280
-    assert sample["delta"] == {
-        "port_xmit_data": 250_000_000,
-        "port_rcv_data": 0,
-        "port_xmit_packets": 1_000,
-    }
-    assert sample["rates"]["port_xmit_data"] == 125_000_000.0
-    assert sample["rates"]["xmit_gbits_per_second"] == pytest.approx(1.0)
-    assert sample["rates"]["rcv_gbits_per_second"] == 0.0
-    assert sample["rates"]["port_xmit_packets"] == 500.0
-
-
-@pytest.mark.parametrize("seconds", [0, -1.0])
-def test_sampler_needs_a_positive_interval(spark: SparkSysfs, seconds: float) -> None:
-    with pytest.raises(ValueError, match="sample_seconds"):
-        rs.sample_counters(str(spark.root), "rocep1s0f1", 1, seconds)
-
-
-# ---------------------------------------------------------------------------
 # the lab's emulator publishes a tree these readers understand
 # ---------------------------------------------------------------------------
 def test_reads_the_lab_emulators_tree(tmp_path: Path) -> None:
@@ -521,6 +284,6 @@ def test_reads_the_lab_emulators_tree(tmp_path: Path) -> None:
     assert [g["index"] for g in port["gids"]] == [0, 1, 2, 3, 4, 5]
     other = rs.device_summary(root, "roceP2p1s0f1")["ports"]["1"]
     assert other["roce_v2_ipv4"] == "192.168.101.10"
-    values, unreadable = rs.read_counters(root, "rocep1s0f1", 1)
+    values, unreadable = _rdma_counters.read_counters(root, "rocep1s0f1", 1)
     assert unreadable == []
-    assert rs.counters_in_bytes(values)["port_xmit_data"] == 4_000_000
+    assert _rdma_counters.counters_in_bytes(values)["port_xmit_data"] == 4_000_000

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from ansible_collections.llmfleet.cluster.plugins.modules import bench_report
 
+from tests.unit.plugins.bench_samples import make_benchmark, png_size
 from tests.unit.plugins.conftest import ansible_adhoc
-from tests.unit.plugins.module_utils.test_bench_report import make_benchmark, png_size
 
 RunModule = Callable[..., tuple[int, dict[str, Any]]]
 

@@ -13,7 +13,7 @@ import pytest
 from ansible_collections.llmfleet.cluster.plugins.modules import cuda_free_memory
 
 from tests.unit.plugins.conftest import ansible_adhoc
-from tests.unit.plugins.module_utils.test_gpu_memory import (
+from tests.unit.plugins.fake_gpus import (
     GB10,
     GB10_BEFORE_MSG,
     GB10_UUID,

@@ -1,11 +1,11 @@
 """modules/llm_benchmark: against the fake OpenAI-compatible server, in-process and through
-`ansible`. The server is ``FakeLlmServer`` of tests/unit/plugins/module_utils/test_bench.py."""
+`ansible`. The server is ``FakeLlmServer`` of tests/unit/plugins/fake_llm_server.py."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,11 @@ import pytest
 from ansible_collections.llmfleet.cluster.plugins.modules import llm_benchmark
 
 from tests.unit.plugins.conftest import ansible_adhoc
-from tests.unit.plugins.module_utils.test_bench import (
+from tests.unit.plugins.fake_llm_server import (
     API_KEY,
     FAIL_BODY,
     MODEL,
     FakeLlmServer,
-    fake_servers,
     free_port,
 )
 
@@ -45,11 +44,6 @@ SCENARIOS = [
     {"name": "warmup", "warmup": True, "requests": 1, "prompt_tokens": 16, "max_tokens": 2},
     {"name": "c2", "concurrency": 2, "requests": 4, "prompt_tokens": 48, "max_tokens": 5},
 ]
-
-
-@pytest.fixture
-def fake_server() -> Iterator[StartServer]:
-    yield from fake_servers()
 
 
 def args(server: FakeLlmServer, **more: Any) -> dict[str, Any]:

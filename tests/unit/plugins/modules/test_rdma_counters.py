@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _rdma_sysfs
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _rdma_counters
 from ansible_collections.llmfleet.cluster.plugins.modules import rdma_counters
 
 from tests.unit.plugins.conftest import SparkSysfs, ansible_adhoc
@@ -60,8 +60,8 @@ def scripted_clock(monkeypatch: pytest.MonkeyPatch, spark: SparkSysfs) -> Iterat
         spark.set_counter("rocep1s0f1", "port_xmit_data", 50_053_280 + 62_500_000)
         spark.set_counter("rocep1s0f1", "port_rcv_data", 2_100 + 250)
 
-    monkeypatch.setattr(_rdma_sysfs, "_sleep", fake_sleep)
-    monkeypatch.setattr(_rdma_sysfs, "_clock", lambda: next(ticks))
+    monkeypatch.setattr(_rdma_counters, "_sleep", fake_sleep)
+    monkeypatch.setattr(_rdma_counters, "_clock", lambda: next(ticks))
     yield
 
 
@@ -115,7 +115,7 @@ def test_counter_going_backwards_warns(
     spark: SparkSysfs, run_module: RunModule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        _rdma_sysfs,
+        _rdma_counters,
         "_sleep",
         lambda _s: spark.set_counter("rocep1s0f1", "port_xmit_data", 7),
     )

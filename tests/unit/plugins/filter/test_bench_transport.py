@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.filter.bench import FilterModule
+from ansible_collections.llmfleet.cluster.plugins.filter.bench_transport import FilterModule
 
 verdict = FilterModule().filters()["bench_transport_verdict"]
 

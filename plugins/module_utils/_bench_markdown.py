@@ -1,0 +1,186 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
+"""The markdown report of a benchmark record: the run, its configuration, the results
+table, the comparison with the previous run and the record's other sections (pure)."""
+
+from __future__ import annotations
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_comparison import (
+    METRIC_BY_KEY,
+    METRIC_KEYS,
+    SAME_WITHIN_PCT,
+    finite_number,
+    metric_value,
+    verdict_counts,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_format import (
+    NONE_TEXT,
+    flatten,
+    fmt_count,
+    fmt_metric,
+    fmt_pct,
+    fmt_value,
+    scenario_label,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_record import (
+    RESERVED_KEYS,
+    parse_time,
+)
+
+
+def _cell(text):
+    """Text safe inside a markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells):
+    return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _table(header, rows, align=None):
+    align = align or ["---"] * len(header)
+    lines = [_row(header), "|" + "|".join(align) + "|"]
+    lines.extend(_row(r) for r in rows)
+    return lines
+
+
+RESULT_COLUMNS = (
+    "scenario",
+    "concurrency",
+    "requests",
+    "errors",
+    "prompt tok",
+    "out tok",
+    "TTFT p50 (ms)",
+    "TTFT p90 (ms)",
+    "TTFT p99 (ms)",
+    "latency p50 (s)",
+    "latency p90 (s)",
+    "latency p99 (s)",
+    "out tok/s",
+    "decode tok/s",
+    "req/s",
+)
+
+
+def result_row(scenario):
+    """One row of the results table, as the cells' texts."""
+    return [
+        scenario_label(scenario),
+        fmt_count(scenario.get("concurrency")),
+        fmt_count(scenario.get("requests")),
+        fmt_count(scenario.get("errors")),
+        fmt_count(scenario.get("prompt_tokens")),
+        fmt_count(scenario.get("output_tokens")),
+        *(fmt_metric(k, metric_value(scenario, k)) for k in METRIC_KEYS[:9]),
+    ]
+
+
+def comparison_cell(key, entry):
+    """``value (+x.x%)`` for one compared metric: ``—`` without a current value,
+    ``value (was 0)`` from 0, ``value (—)`` without a previous value."""
+    current, previous = finite_number(entry.get("current")), finite_number(entry.get("previous"))
+    if current is None:
+        return NONE_TEXT
+    value = fmt_metric(key, current)
+    change = finite_number(entry.get("change_pct"))
+    if change is None and previous is not None and previous == current:
+        change = 0.0
+    if change is not None:
+        return "{0} ({1})".format(value, fmt_pct(change))
+    if previous == 0:
+        return "{0} (was {1})".format(value, fmt_metric(key, previous))
+    return "{0} ({1})".format(value, NONE_TEXT)
+
+
+def _duration(started, finished):
+    try:
+        seconds = (parse_time(finished) - parse_time(started)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+    if seconds < 0:
+        return None
+    minutes, rest = divmod(round(seconds), 60)
+    return "{0} min {1} s".format(minutes, rest) if minutes else "{0} s".format(rest)
+
+
+def render_markdown(record):
+    """The markdown report of a record (with its comparison, when there is one)."""
+    bench = record.get("benchmark") or {}
+    lines = [
+        "# Benchmark of {0} at {1}".format(
+            bench.get("model") or NONE_TEXT, bench.get("url") or NONE_TEXT
+        ),
+        "",
+    ]
+    started, finished = bench.get("started"), bench.get("finished")
+    took = _duration(started, finished)
+    lines.append(
+        "- Started {0}, finished {1}{2}".format(
+            started or NONE_TEXT,
+            finished or NONE_TEXT,
+            " ({0})".format(took) if took else "",
+        )
+    )
+    lines.append("- API: {0}".format(fmt_value(bench.get("api"))))
+    lines.append(
+        "- ignore_eos: {0}, tokens per word: {1}".format(
+            fmt_value(bench.get("ignore_eos")), fmt_value(bench.get("tokens_per_word"))
+        )
+    )
+    lines.extend(["", "## Configuration", ""])
+    config_items = flatten(record.get("config") or {})
+    if config_items:
+        lines.extend("- {0}: {1}".format(k, fmt_value(v)) for k, v in config_items)
+    else:
+        lines.append("No configuration recorded.")
+
+    lines.extend(["", "## Results", ""])
+    scenarios = [s for s in bench.get("scenarios") or [] if isinstance(s, dict)]
+    if scenarios:
+        align = ["---"] + ["--:"] * (len(RESULT_COLUMNS) - 1)
+        lines.extend(_table(RESULT_COLUMNS, [result_row(s) for s in scenarios], align))
+        lines.append("")
+        lines.append(
+            "Times are per request; out tok/s counts all output tokens over the scenario's "
+            "wall time, decode tok/s the output tokens after the first over decode time."
+        )
+    else:
+        lines.append("No scenarios.")
+
+    comparison = record.get("comparison") or {}
+    if comparison.get("previous"):
+        lines.extend(["", "## Compared with the previous run", ""])
+        lines.append(
+            "Previous run: `{0}`. Changes within ±{1:g}% count as the same; lower is "
+            "better for times and errors, higher for rates.".format(
+                comparison["previous"], SAME_WITHIN_PCT
+            )
+        )
+        lines.append("")
+        compared = comparison.get("scenarios") or {}
+        if compared:
+            header = ["scenario"] + [METRIC_BY_KEY[k][1] for k in METRIC_KEYS] + ["verdict"]
+            rows = []
+            for name, metrics in compared.items():
+                counts = verdict_counts(metrics)
+                rows.append(
+                    [name]
+                    + [comparison_cell(k, metrics.get(k, {})) for k in METRIC_KEYS]
+                    + ["{better} better, {worse} worse, {same} same".format(**counts)]
+                )
+            align = ["---"] + ["--:"] * len(METRIC_KEYS) + ["---"]
+            lines.extend(_table(header, rows, align))
+        else:
+            lines.append("No scenario of this run was measured in the previous run.")
+
+    for key, value in record.items():
+        if key in RESERVED_KEYS:
+            continue
+        lines.extend(["", "## {0}".format(key), ""])
+        items = flatten(value) if isinstance(value, dict) else [("value", value)]
+        if not items:
+            lines.append("Nothing recorded.")
+            continue
+        lines.extend(_table(["key", "value"], [[k, fmt_value(v)] for k, v in items]))
+    return "\n".join(lines) + "\n"

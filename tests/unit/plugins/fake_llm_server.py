@@ -1,0 +1,233 @@
+"""A fake OpenAI-compatible server for the tests of the load generator and llm_benchmark.
+
+``FakeLlmServer`` is an asyncio HTTP/1.1 server on 127.0.0.1 (port 0) in its own thread
+that answers ``POST /v1/chat/completions`` the way vLLM does - after ``ttft`` seconds a
+role chunk with empty content and the first token, then one chunk per token every
+``token_delay`` seconds, ``finish_reason`` on the last, a usage chunk with empty
+``choices`` (prompt tokens = words of the messages), ``data: [DONE]`` - chunked (each SSE
+event split in two HTTP chunks in the middle of its line), with Content-Length, or to EOF.
+It answers 401 without the right bearer key, 500 when ``fail_when`` says so, closes the
+connection after ``cut_after`` tokens, and counts the most requests it had in flight at
+once. With ``tls`` (an SSLContext) it speaks https. The ``fake_server`` fixture
+(tests/unit/plugins/conftest.py) starts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+MODEL = "fake-model"
+API_KEY = "test-key-1234"
+FAIL_BODY = "internal error: the fake engine failed"
+
+
+class FakeLlmServer:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = API_KEY,
+        ttft: float = 0.05,
+        token_delay: float = 0.01,
+        framing: str = "chunked",
+        usage: bool = True,
+        eos_after: int = 3,
+        fail_when: Callable[[int, dict[str, Any]], bool] | None = None,
+        cut_after: int | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self.api_key = api_key
+        self.ttft = ttft
+        self.token_delay = token_delay
+        self.framing = framing
+        self.usage = usage
+        self.eos_after = eos_after
+        self.fail_when = fail_when
+        self.cut_after = cut_after
+        self.tls = tls
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.statuses: list[int] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.AbstractServer | None = None
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeLlmServer:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(5)
+        return self
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.tls)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        # answers still running (a client that timed out does not wait for them)
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line, *lines = head.decode("latin-1").split("\r\n")
+            method, path, _version = request_line.split(" ")
+            headers = {}
+            for line in lines:
+                if line:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            self.headers.append(headers)
+            if method != "POST" or path != "/v1/chat/completions":
+                await self._plain(writer, 404, '{"error": "not found"}')
+                return
+            if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}":
+                await self._plain(writer, 401, '{"error": "Unauthorized"}')
+                return
+            payload = json.loads(body)
+            self.bodies.append(payload)
+            if self.fail_when and self.fail_when(len(self.bodies), payload):
+                await self._chunked_error(writer)
+                return
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                await self._stream(writer, payload)
+            finally:
+                self.in_flight -= 1
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    async def _plain(self, writer: asyncio.StreamWriter, status: int, text: str) -> None:
+        self.statuses.append(status)
+        data = text.encode()
+        writer.write(
+            f"HTTP/1.1 {status} Nope\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+
+    async def _chunked_error(self, writer: asyncio.StreamWriter) -> None:
+        self.statuses.append(500)
+        data = FAIL_BODY.encode()
+        writer.write(
+            b"HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{10:x}\r\n".encode()
+            + data[:10]
+            + f"\r\n{len(data) - 10:x}\r\n".encode()
+            + data[10:]
+            + b"\r\n0\r\n\r\n"
+        )
+        await writer.drain()
+
+    async def _stream(self, writer: asyncio.StreamWriter, payload: dict[str, Any]) -> None:
+        self.statuses.append(200)
+        max_tokens = payload["max_tokens"]
+        count = max_tokens if payload.get("ignore_eos") else min(max_tokens, self.eos_after)
+        prompt_tokens = sum(len(m["content"].split()) for m in payload["messages"])
+        framing_header = {
+            "chunked": "Transfer-Encoding: chunked\r\n",
+            "length": "",
+            "eof": "",
+        }[self.framing]
+        events: list[bytes] = []
+
+        async def send(data: str) -> None:
+            event = f"data: {data}\n\n".encode()
+            if self.framing == "length":
+                events.append(event)
+                return
+            if self.framing == "chunked":
+                half = len(event) // 2
+                for piece in (event[:half], event[half:]):
+                    writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    await writer.drain()
+            else:
+                writer.write(event)
+            await writer.drain()
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
+            return json.dumps({"id": "x", "model": MODEL, "choices": [choice]})
+
+        if self.framing != "length":
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                + framing_header.encode()
+                + b"Connection: close\r\n\r\n"
+            )
+        await asyncio.sleep(self.ttft)
+        await send(chunk({"role": "assistant", "content": ""}))
+        for i in range(count):
+            if i == self.cut_after:
+                return  # the engine died: the connection closes in the middle of the stream
+            if i:
+                await asyncio.sleep(self.token_delay)
+            finish = ("length" if payload.get("ignore_eos") else "stop") if i == count - 1 else None
+            await send(chunk({"content": f"tok{i} "}, finish))
+        if self.usage and payload.get("stream_options", {}).get("include_usage"):
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": count,
+                "total_tokens": prompt_tokens + count,
+            }
+            await send(json.dumps({"id": "x", "choices": [], "usage": usage}))
+        await send("[DONE]")
+        if self.framing == "chunked":
+            writer.write(b"0\r\n\r\n")
+        elif self.framing == "length":
+            data = b"".join(events)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                + f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
+        await writer.drain()
+
+
+def fake_servers() -> Iterator[Callable[..., FakeLlmServer]]:
+    """The body of a ``fake_server`` fixture: it starts fake servers (any settings),
+    all stopped after the test."""
+    servers: list[FakeLlmServer] = []
+
+    def start(**settings: Any) -> FakeLlmServer:
+        server = FakeLlmServer(**settings).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,37 @@
+"""module_utils/_bench_plot: the PNG of a run, with and without a previous run."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils import (
+    _bench_plot,
+    _bench_record,
+)
+
+from tests.unit.plugins.bench_samples import (
+    make_benchmark,
+    png_size,
+)
+
+
+# ---------------------------------------------------------------------------
+# plot
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("with_previous", [False, True])
+def test_render_png_size(with_previous: bool) -> None:
+    pytest.importorskip("matplotlib")
+    bench = make_benchmark(ttft=None, latency=None, out_rate=None, errors=16)
+    previous = (
+        _bench_record.build_record(make_benchmark("2026-11-21T18:05:00Z"))
+        if with_previous
+        else None
+    )
+    data = _bench_plot.render_png(_bench_record.build_record(bench), previous)
+    assert png_size(data) == _bench_plot.PNG_SIZE == (1200, 900)
+
+
+def test_render_png_without_measured_scenarios() -> None:
+    pytest.importorskip("matplotlib")
+    bench = make_benchmark()
+    bench["scenarios"] = bench["scenarios"][:1]  # the warm-up only
+    assert png_size(_bench_plot.render_png(_bench_record.build_record(bench))) == (1200, 900)
