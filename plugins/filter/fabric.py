@@ -75,6 +75,41 @@ def fabric_address(subnet, host_number):
     return f"{network.network_address + number}/{network.prefixlen}"
 
 
+def fabric_host_number(host, hosts, offset=10, number=None):
+    """A host's number in every fabric subnet: ``number`` when one is given, else its place
+    in ``hosts`` (1 for the first) plus ``offset`` (spark-1 -> 11 with the default)."""
+    if number not in (None, ""):
+        try:
+            return int(number)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError(f"host number {number!r} is not a whole number") from None
+    hosts = list(hosts)
+    if host not in hosts:
+        raise AnsibleFilterError(
+            f"{host} is not among the hosts numbered on the fabric ({', '.join(hosts)}): "
+            "give it a number of its own"
+        )
+    return hosts.index(host) + 1 + int(offset)
+
+
+def fabric_host_addresses(netdevs, subnets, host_number, addresses=None):
+    """``{netdev: address/prefix}`` for one host, in the order of ``netdevs``: its own
+    address where ``addresses`` gives one, else the address numbered ``host_number`` in the
+    netdev's subnet (``subnets``: ``{netdev: cidr}``)."""
+    own = addresses or {}
+    plan = {}
+    for netdev in netdevs:
+        if netdev in own:
+            plan[netdev] = own[netdev]
+        elif netdev in subnets:
+            plan[netdev] = fabric_address(subnets[netdev], host_number)
+        else:
+            raise AnsibleFilterError(
+                f"{netdev} has neither an address of its own nor a subnet (subnets: {subnets})"
+            )
+    return plan
+
+
 def _finding(what, ok, msg):
     return {"what": what, "ok": bool(ok), "msg": msg}
 
@@ -191,5 +226,7 @@ class FilterModule:
             "fabric_subnet_conflicts": fabric_subnet_conflicts,
             "fabric_address_conflicts": fabric_address_conflicts,
             "fabric_address": fabric_address,
+            "fabric_host_number": fabric_host_number,
+            "fabric_host_addresses": fabric_host_addresses,
             "fabric_checks": fabric_checks,
         }

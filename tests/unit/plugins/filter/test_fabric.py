@@ -13,6 +13,8 @@ from ansible_collections.llmfleet.cluster.plugins.filter.fabric import (
     fabric_address,
     fabric_address_conflicts,
     fabric_checks,
+    fabric_host_addresses,
+    fabric_host_number,
     fabric_subnet_conflicts,
 )
 
@@ -61,8 +63,108 @@ def test_registered() -> None:
         "fabric_subnet_conflicts",
         "fabric_address",
         "fabric_address_conflicts",
+        "fabric_host_number",
+        "fabric_host_addresses",
         "fabric_checks",
     }
+
+
+# The address plan of cx7_network for the sample inventories (what its vars gave before
+# they called these filters): the lab's spark-1..3 and inventory/sparks' spark-1..2 in the
+# sparks group, gh200-1 in an inventory without one (the host numbers itself alone).
+PORT_1 = ["enp1s0f1np1", "enP2p1s0f1np1"]
+SUBNETS_1 = {"enp1s0f1np1": "192.168.100.0/24", "enP2p1s0f1np1": "192.168.101.0/24"}
+LAB = ["spark-1", "spark-2", "spark-3"]
+
+
+@pytest.mark.parametrize(
+    ("host", "hosts", "offset", "number", "expected"),
+    [
+        ("spark-1", LAB, 10, None, 11),
+        ("spark-3", LAB, 10, None, 13),
+        ("spark-2", LAB[:2], 10, "", 12),  # an empty number is no number
+        ("gh200-1", ["gh200-1"], 10, None, 11),
+        ("spark-2", LAB, 20, None, 22),
+        ("spark-2", LAB, "3", "7", 7),  # inventory strings
+        ("spark-1", LAB, 10, 5, 5),
+        ("spark-1", ["spark-1"], 10, None, 11),  # a group the inventory lacks: the host alone
+    ],
+)
+def test_fabric_host_number(
+    host: str, hosts: list[str], offset: object, number: object, expected: int
+) -> None:
+    assert fabric_host_number(host, hosts, offset, number) == expected
+
+
+def test_a_host_outside_the_numbered_hosts_is_named() -> None:
+    # inventory/sparks' localhost (a Claude client) is no Spark; before: "'localhost' is not
+    # in list"
+    with pytest.raises(AnsibleFilterError, match=r"localhost is not among .*spark-1, spark-2"):
+        fabric_host_number("localhost", LAB[:2], 10)
+
+
+def test_a_host_number_that_is_no_number_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="'first' is not a whole number"):
+        fabric_host_number("spark-1", LAB, 10, "first")
+
+
+@pytest.mark.parametrize(
+    ("netdevs", "subnets", "number", "own", "expected"),
+    [
+        (
+            PORT_1,
+            SUBNETS_1,
+            13,
+            {},
+            {"enp1s0f1np1": "192.168.100.13/24", "enP2p1s0f1np1": "192.168.101.13/24"},
+        ),
+        (PORT_1[:1], SUBNETS_1, 11, {}, {"enp1s0f1np1": "192.168.100.11/24"}),  # link_local
+        (
+            PORT_1,
+            SUBNETS_1,
+            11,
+            # an address of its own wins; one for a netdev not configured is left out
+            {"enP2p1s0f1np1": "192.168.101.99/24", "enp1s0f0np0": "10.1.1.1/24"},
+            {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.99/24"},
+        ),
+        (
+            ["enp1s0f0np0", "enP2p1s0f0np0", *PORT_1],
+            {
+                "enp1s0f0np0": "10.0.0.0/24",
+                "enP2p1s0f0np0": "10.0.1.0/24",
+                "enp1s0f1np1": "10.0.2.0/24",
+                "enP2p1s0f1np1": "10.0.3.0/24",
+            },
+            21,
+            None,
+            {
+                "enp1s0f0np0": "10.0.0.21/24",
+                "enP2p1s0f0np0": "10.0.1.21/24",
+                "enp1s0f1np1": "10.0.2.21/24",
+                "enP2p1s0f1np1": "10.0.3.21/24",
+            },
+        ),
+    ],
+    ids=["lab-spark-3", "first-half-only", "own-address", "both-ports-offset-20"],
+)
+def test_fabric_host_addresses(
+    netdevs: list[str], subnets: dict, number: int, own: dict | None, expected: dict
+) -> None:
+    plan = fabric_host_addresses(netdevs, subnets, number, own)
+    assert plan == expected
+    assert list(plan) == netdevs
+
+
+def test_a_host_number_beyond_the_subnet_fails() -> None:
+    with pytest.raises(
+        AnsibleFilterError, match=r"host number 300 does not fit in 192\.168\.100\.0/24"
+    ):
+        fabric_host_addresses(PORT_1, SUBNETS_1, 300)
+
+
+def test_a_netdev_without_subnet_or_address_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="enp1s0f0np0 has neither an address"):
+        fabric_host_addresses(["enp1s0f0np0"], SUBNETS_1, 11)
 
 
 def test_addresses_inside_their_subnets_pass() -> None:
