@@ -110,6 +110,23 @@ def fabric_host_addresses(netdevs, subnets, host_number, addresses=None):
     return plan
 
 
+def _primary_ipv4(facts, netdev):
+    """The primary IPv4 of a netdev in a host's facts; empty when it has none."""
+    return ((facts.get(netdev) or {}).get("ipv4") or {}).get("address", "")
+
+
+def fabric_ping_targets(netdevs, peers, hostvars):
+    """One ping per netdev and peer, netdev by netdev: ``{netdev, peer, address}`` with the
+    peer's primary IPv4 on that netdev (from its gathered facts in ``hostvars``), empty
+    when it has none."""
+    facts = {peer: hostvars[peer].get("ansible_facts") or {} for peer in peers}
+    return [
+        {"netdev": netdev, "peer": peer, "address": _primary_ipv4(facts[peer], netdev)}
+        for netdev in netdevs
+        for peer in peers
+    ]
+
+
 def _finding(what, ok, msg):
     return {"what": what, "ok": bool(ok), "msg": msg}
 
@@ -228,5 +245,6 @@ class FilterModule:
             "fabric_address": fabric_address,
             "fabric_host_number": fabric_host_number,
             "fabric_host_addresses": fabric_host_addresses,
+            "fabric_ping_targets": fabric_ping_targets,
             "fabric_checks": fabric_checks,
         }

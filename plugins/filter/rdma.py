@@ -1,9 +1,45 @@
-"""Filters for the RDMA bandwidth measurement between hosts (ib_write_bw): its verdict."""
+"""Filters for the RDMA bandwidth measurement between hosts (ib_write_bw): what is measured
+between which hosts, and the verdict on the numbers."""
 
 from __future__ import annotations
 
+import itertools
+
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.cx7 import cx7_rdma_device
 from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import perftest_report
+
+
+def _rail(netdev, port, client_facts, server_facts):
+    client, server = client_facts.get(netdev) or {}, server_facts.get(netdev) or {}
+    return {
+        "netdev": netdev,
+        "device": cx7_rdma_device(netdev),
+        "port": port,
+        "server_address": (server.get("ipv4") or {}).get("address", ""),
+        "mtu": [client.get("mtu", 0), server.get("mtu", 0)],
+    }
+
+
+def rdma_measurement_plan(hosts, netdevs, hostvars, base_port=18515, aggregate=True):
+    """The ``ib_write_bw`` measurements between ``hosts`` in pairs (each the client of the
+    next): every rail (CX7 netdev) alone, then, with ``aggregate`` and two rails or more,
+    every rail at once. A rail is ``{netdev, device, port, server_address, mtu}``: its RDMA
+    device, its server's TCP port (``base_port`` + its index), the server's IPv4 on it and
+    the MTUs of client and server, from their gathered facts in ``hostvars``."""
+    hosts = list(hosts)
+    facts = {host: hostvars[host].get("ansible_facts") or {} for host in hosts}
+    plan = []
+    for client, server in itertools.pairwise(hosts):
+        rails = [
+            _rail(netdev, int(base_port) + index, facts[client], facts[server])
+            for index, netdev in enumerate(netdevs)
+        ]
+        pair = {"client": client, "server": server}
+        plan += [{"test": "rail", **pair, "rails": [rail]} for rail in rails]
+        if aggregate and len(rails) > 1:
+            plan.append({"test": "aggregate", **pair, "rails": rails})
+    return plan
 
 
 def _rail_report(stdout):
@@ -98,4 +134,4 @@ class FilterModule:
     """RDMA measurement filters."""
 
     def filters(self):
-        return {"rdma_verdict": rdma_verdict}
+        return {"rdma_measurement_plan": rdma_measurement_plan, "rdma_verdict": rdma_verdict}

@@ -15,6 +15,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.fabric import (
     fabric_checks,
     fabric_host_addresses,
     fabric_host_number,
+    fabric_ping_targets,
     fabric_subnet_conflicts,
 )
 
@@ -65,6 +66,7 @@ def test_registered() -> None:
         "fabric_address_conflicts",
         "fabric_host_number",
         "fabric_host_addresses",
+        "fabric_ping_targets",
         "fabric_checks",
     }
 
@@ -347,3 +349,41 @@ def test_findings_come_per_netdev_then_speed_then_ping() -> None:
 def test_expect_without_its_keys_is_refused() -> None:
     with pytest.raises(AnsibleFilterError, match="expect needs netdevs, speed_mbps and mtu"):
         fabric_checks(IBDEV2NETDEV, [], RDMA, [], {"netdevs": []})
+
+
+# Three Sparks as the lab's facts show them: spark-2's second half has MTU 1500, spark-3's
+# first half has another primary address (the planned one is secondary), its second none.
+def spark_facts(first: str, second: str | None, second_mtu: int = 9000) -> dict:
+    return {
+        "ansible_facts": {
+            "enp1s0f1np1": {"mtu": 9000, "ipv4": {"address": first, "prefix": "24"}},
+            "enP2p1s0f1np1": {"mtu": second_mtu}
+            | ({"ipv4": {"address": second, "prefix": "24"}} if second else {}),
+            "enp1s0f0np0": {"mtu": 1500},
+        }
+    }
+
+
+HOSTVARS = {
+    "spark-1": spark_facts("192.168.100.11", "192.168.101.11"),
+    "spark-2": spark_facts("192.168.100.12", "192.168.101.12", second_mtu=1500),
+    "spark-3": spark_facts("10.9.9.9", None),
+    "localhost": {"ansible_facts": {}},
+}
+
+
+def test_fabric_ping_targets_netdev_by_netdev() -> None:
+    assert fabric_ping_targets(PORT_1, ["spark-2", "spark-3"], HOSTVARS) == [
+        {"netdev": "enp1s0f1np1", "peer": "spark-2", "address": "192.168.100.12"},
+        {"netdev": "enp1s0f1np1", "peer": "spark-3", "address": "10.9.9.9"},
+        {"netdev": "enP2p1s0f1np1", "peer": "spark-2", "address": "192.168.101.12"},
+        {"netdev": "enP2p1s0f1np1", "peer": "spark-3", "address": ""},
+    ]
+
+
+def test_fabric_ping_targets_of_a_peer_without_facts_or_netdev() -> None:
+    assert fabric_ping_targets(["enp1s0f0np0", "enp1s0f1np1"], ["localhost"], HOSTVARS) == [
+        {"netdev": "enp1s0f0np0", "peer": "localhost", "address": ""},
+        {"netdev": "enp1s0f1np1", "peer": "localhost", "address": ""},
+    ]
+    assert fabric_ping_targets(PORT_1, [], HOSTVARS) == []

@@ -1,14 +1,19 @@
-"""The verdict on ib_write_bw measurements: per rail, both rails together."""
+"""ib_write_bw between hosts: the plan of measurements, and the verdict per rail and for
+both rails together."""
 
 from __future__ import annotations
 
-from ansible_collections.llmfleet.cluster.plugins.filter.rdma import FilterModule, rdma_verdict
+from ansible_collections.llmfleet.cluster.plugins.filter.rdma import (
+    FilterModule,
+    rdma_measurement_plan,
+    rdma_verdict,
+)
 
 from .tool_output_samples import PERFTEST_GBITS
 
 
 def test_registered() -> None:
-    assert set(FilterModule().filters()) == {"rdma_verdict"}
+    assert set(FilterModule().filters()) == {"rdma_measurement_plan", "rdma_verdict"}
 
 
 RAIL_A = {
@@ -96,3 +101,75 @@ def test_low_aggregate_and_missing_report() -> None:
 
 def test_no_measurement_does_not_pass() -> None:
     assert rdma_verdict([], 90, 175)["passed"] is False
+
+
+# Three Sparks as the lab's facts show them: spark-2's second half has MTU 1500, spark-3's
+# first half has another primary address, its second none.
+def facts(first: str, second: str | None, second_mtu: int = 9000) -> dict:
+    halves = {
+        "enp1s0f1np1": {"mtu": 9000, "ipv4": {"address": first}},
+        "enP2p1s0f1np1": {"mtu": second_mtu} | ({"ipv4": {"address": second}} if second else {}),
+    }
+    return {"ansible_facts": halves}
+
+
+HOSTVARS = {
+    "spark-1": facts("192.168.100.11", "192.168.101.11"),
+    "spark-2": facts("192.168.100.12", "192.168.101.12", second_mtu=1500),
+    "spark-3": facts("10.9.9.9", None),
+}
+PORT_1 = ["enp1s0f1np1", "enP2p1s0f1np1"]
+
+
+def rail(netdev: str, device: str, port: int, address: str, mtu: list[int]) -> dict:
+    return {
+        "netdev": netdev,
+        "device": device,
+        "port": port,
+        "server_address": address,
+        "mtu": mtu,
+    }
+
+
+def test_the_plan_of_the_lab_pairs_each_host_with_the_next() -> None:
+    # What the role's former Jinja loop gave for these facts (recorded before the change).
+    first_12 = rail("enp1s0f1np1", "rocep1s0f1", 18515, "192.168.100.12", [9000, 9000])
+    second_12 = rail("enP2p1s0f1np1", "roceP2p1s0f1", 18516, "192.168.101.12", [9000, 1500])
+    first_23 = rail("enp1s0f1np1", "rocep1s0f1", 18515, "10.9.9.9", [9000, 9000])
+    second_23 = rail("enP2p1s0f1np1", "roceP2p1s0f1", 18516, "", [1500, 9000])
+    one_two = {"client": "spark-1", "server": "spark-2"}
+    two_three = {"client": "spark-2", "server": "spark-3"}
+    assert rdma_measurement_plan(["spark-1", "spark-2", "spark-3"], PORT_1, HOSTVARS) == [
+        {"test": "rail", **one_two, "rails": [first_12]},
+        {"test": "rail", **one_two, "rails": [second_12]},
+        {"test": "aggregate", **one_two, "rails": [first_12, second_12]},
+        {"test": "rail", **two_three, "rails": [first_23]},
+        {"test": "rail", **two_three, "rails": [second_23]},
+        {"test": "aggregate", **two_three, "rails": [first_23, second_23]},
+    ]
+
+
+def test_one_rail_or_no_aggregate_measures_rails_alone() -> None:
+    plan = rdma_measurement_plan(["spark-1", "spark-2"], PORT_1[:1], HOSTVARS, "20000")
+    assert plan == [
+        {
+            "test": "rail",
+            "client": "spark-1",
+            "server": "spark-2",
+            "rails": [rail("enp1s0f1np1", "rocep1s0f1", 20000, "192.168.100.12", [9000, 9000])],
+        }
+    ]
+    no_aggregate = rdma_measurement_plan(["spark-1", "spark-2"], PORT_1, HOSTVARS, aggregate=False)
+    assert [m["test"] for m in no_aggregate] == ["rail", "rail"]
+
+
+def test_fewer_than_two_hosts_measure_nothing() -> None:
+    assert rdma_measurement_plan(["spark-1"], PORT_1, HOSTVARS) == []
+    assert rdma_measurement_plan([], PORT_1, HOSTVARS) == []
+
+
+def test_a_host_without_the_netdev_gives_no_address_and_mtu_0() -> None:
+    hostvars = {**HOSTVARS, "gh200-1": {"ansible_facts": {}}}
+    (measurement,) = rdma_measurement_plan(["spark-1", "gh200-1"], PORT_1[:1], hostvars)
+    assert measurement["rails"][0]["server_address"] == ""
+    assert measurement["rails"][0]["mtu"] == [9000, 0]
