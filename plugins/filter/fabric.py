@@ -1,5 +1,6 @@
-"""Filters for the CX7 fabric between hosts: the subnet and address plan, and the judgement
-of what a host's tools report about its links.
+"""Filters for the CX7 fabric between hosts: the subnet and address plan (subnets that do
+not clash, each host's number and addresses), what to ping, and the judgement of what a
+host's tools report about its links.
 
 ``fabric_checks`` combines one check per concern (``check_rdma_device``,
 ``check_link_layer``, ``check_link_speed``, ``check_ping``), each a finding
