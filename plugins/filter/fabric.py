@@ -1,4 +1,12 @@
-"""Filters for planning the ConnectX-7 fabric: netdev names, per-half subnets, addresses."""
+"""Filters for the CX7 fabric between hosts: the subnet and address plan (subnets that do
+not clash, each host's number and addresses), what to ping, and the judgement of what a
+host's tools report about its links.
+
+``fabric_checks`` combines one check per concern (``check_rdma_device``,
+``check_link_layer``, ``check_link_speed``, ``check_ping``), each a finding
+``{what, ok, msg}`` whose sentence names the interface, the peer and what was seen, so a
+play can report every problem at once.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +14,10 @@ import ipaddress
 import itertools
 
 from ansible.errors import AnsibleFilterError
-
-# A DGX Spark's CX7 exposes each QSFP port as two netdevs on two PCI domains ("halves");
-# each half has its own RDMA device. Index: port number -> (first half, second half).
-CX7_HALVES = {
-    0: (("enp1s0f0np0", "rocep1s0f0"), ("enP2p1s0f0np0", "roceP2p1s0f0")),
-    1: (("enp1s0f1np1", "rocep1s0f1"), ("enP2p1s0f1np1", "roceP2p1s0f1")),
-}
-
-
-def _ports(ports):
-    if not isinstance(ports, (list, tuple)) or not ports:
-        raise AnsibleFilterError(f"CX7 ports must be a non-empty list of 0 and/or 1, got {ports!r}")
-    unknown = [p for p in ports if p not in CX7_HALVES]
-    if unknown:
-        raise AnsibleFilterError(f"CX7 ports {unknown!r} do not exist: a Spark has ports 0 and 1")
-    return sorted(set(ports))
-
-
-def cx7_netdevs(ports, halves="both"):
-    """Netdev names of the given CX7 ports: both halves, or only the ``first`` of each."""
-    if halves not in ("both", "first"):
-        raise AnsibleFilterError(f"halves must be 'both' or 'first', got {halves!r}")
-    count = 2 if halves == "both" else 1
-    return [netdev for port in _ports(ports) for netdev, _ in CX7_HALVES[port][:count]]
-
-
-def cx7_rdma_device(netdev):
-    """The RDMA device backing a CX7 netdev (``enp1s0f1np1`` -> ``rocep1s0f1``)."""
-    for pair in CX7_HALVES.values():
-        for name, device in pair:
-            if name == netdev:
-                return device
-    raise AnsibleFilterError(f"{netdev!r} is not a CX7 netdev of a DGX Spark")
+from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import (
+    ethtool_link,
+    ibdev2netdev_map,
+)
 
 
 def fabric_subnet_conflicts(subnets):
@@ -97,14 +76,176 @@ def fabric_address(subnet, host_number):
     return f"{network.network_address + number}/{network.prefixlen}"
 
 
+def fabric_host_number(host, hosts, offset=10, number=None):
+    """A host's number in every fabric subnet: ``number`` when one is given, else its place
+    in ``hosts`` (1 for the first) plus ``offset`` (spark-1 -> 11 with the default)."""
+    if number not in (None, ""):
+        try:
+            return int(number)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError(f"host number {number!r} is not a whole number") from None
+    hosts = list(hosts)
+    if host not in hosts:
+        raise AnsibleFilterError(
+            f"{host} is not among the hosts numbered on the fabric ({', '.join(hosts)}): "
+            "give it a number of its own"
+        )
+    return hosts.index(host) + 1 + int(offset)
+
+
+def fabric_host_addresses(netdevs, subnets, host_number, addresses=None):
+    """``{netdev: address/prefix}`` for one host, in the order of ``netdevs``: its own
+    address where ``addresses`` gives one, else the address numbered ``host_number`` in the
+    netdev's subnet (``subnets``: ``{netdev: cidr}``)."""
+    own = addresses or {}
+    plan = {}
+    for netdev in netdevs:
+        if netdev in own:
+            plan[netdev] = own[netdev]
+        elif netdev in subnets:
+            plan[netdev] = fabric_address(subnets[netdev], host_number)
+        else:
+            raise AnsibleFilterError(
+                f"{netdev} has neither an address of its own nor a subnet (subnets: {subnets})"
+            )
+    return plan
+
+
+def _primary_ipv4(facts, netdev):
+    """The primary IPv4 of a netdev in a host's facts; empty when it has none."""
+    return ((facts.get(netdev) or {}).get("ipv4") or {}).get("address", "")
+
+
+def fabric_ping_targets(netdevs, peers, hostvars):
+    """One ping per netdev and peer, netdev by netdev: ``{netdev, peer, address}`` with the
+    peer's primary IPv4 on that netdev (from its gathered facts in ``hostvars``), empty
+    when it has none."""
+    facts = {peer: hostvars[peer].get("ansible_facts") or {} for peer in peers}
+    return [
+        {"netdev": netdev, "peer": peer, "address": _primary_ipv4(facts[peer], netdev)}
+        for netdev in netdevs
+        for peer in peers
+    ]
+
+
+def _finding(what, ok, msg):
+    return {"what": what, "ok": bool(ok), "msg": msg}
+
+
+def check_rdma_device(netdev, ibdev2netdev):
+    """``ibdev2netdev`` (as ``ibdev2netdev_map`` reads it) lists an RDMA device for the
+    netdev, and its port is Up."""
+    seen = ibdev2netdev.get(netdev)
+    if seen is None:
+        return _finding(f"{netdev} rdma", False, f"{netdev}: ibdev2netdev lists no RDMA device")
+    return _finding(
+        f"{netdev} rdma",
+        seen["state"] == "Up",
+        f"{netdev}: ibdev2netdev shows {seen['device']} port {seen['port']} "
+        f"{seen['state']}, expected Up",
+    )
+
+
+def check_link_layer(netdev, device, device_facts):
+    """The RDMA device behind the netdev (``None`` when there is none) runs Ethernet (RoCE)
+    on every port; ``device_facts`` are its facts from ``llmfleet.cluster.rdma_devices``."""
+    layers = sorted({p.get("link_layer", "?") for p in device_facts.get("ports", {}).values()})
+    return _finding(
+        f"{netdev} link layer",
+        layers == ["Ethernet"],
+        f"{netdev}: RDMA device {device or '(none)'} has link layer "
+        f"{', '.join(layers) or 'unknown'}, expected Ethernet (RoCE)",
+    )
+
+
+def check_link_speed(netdev, ethtool_stdout, speed_mbps):
+    """``ethtool NETDEV`` shows a link at the expected speed."""
+    link = ethtool_link(ethtool_stdout)
+    shown = f"{link['speed_mbps']}Mb/s" if link["speed_mbps"] else "no speed"
+    return _finding(
+        f"{netdev} speed",
+        link["link_detected"] and link["speed_mbps"] == speed_mbps,
+        f"{netdev}: ethtool shows {shown}, link detected "
+        f"{'yes' if link['link_detected'] else 'no'}; expected {speed_mbps}Mb/s with link",
+    )
+
+
+def check_ping(target, ping_result, payload):
+    """The peer of ``target`` (``{netdev, peer, address}``) has an address on the netdev and
+    answered an unfragmented ping of ``payload`` bytes (``ping_result``: the looped command
+    task's result for that target, empty when it was not pinged)."""
+    netdev, peer, address = target["netdev"], target["peer"], target.get("address")
+    what = f"{netdev} -> {peer}"
+    if not address:
+        return _finding(
+            what,
+            False,
+            f"{what}: {peer} has no IPv4 address on {netdev} "
+            "(its link is down, or cx7_network has not run there)",
+        )
+    text = ping_result.get("stdout", "") + "\n" + ping_result.get("stderr", "")
+    lines = text.strip().splitlines()
+    summary = next((line for line in lines if "packet loss" in line), lines[-1] if lines else "")
+    return _finding(
+        what,
+        ping_result.get("rc") == 0,
+        f"{what} ({address}): ping -M do -s {payload} failed: {summary.strip() or 'not run'}",
+    )
+
+
+def _ping_key(item):
+    return f"{item.get('netdev', '')}>{item.get('peer', '')}"
+
+
+def fabric_checks(ibdev2netdev_stdout, ethtool_results, rdma_devices, ping_results, expect):
+    """Judge one host's fabric from its tools' outputs.
+
+    ``ethtool_results`` and ``ping_results`` are the ``results`` of looped command tasks
+    (items: a netdev; and ``{netdev, peer, address}``). ``rdma_devices`` are the facts of
+    ``llmfleet.cluster.rdma_devices``. ``expect`` holds ``netdevs``, ``speed_mbps``, ``mtu``
+    and ``ping_targets`` (every ``{netdev, peer, address}``, address empty when the peer
+    has none on that netdev, so it was not pinged). Findings come per netdev (its RDMA
+    device, its link layer), then per ethtool result, then per ping target.
+    """
+    try:
+        netdevs = list(expect["netdevs"])
+        speed = int(expect["speed_mbps"])
+        payload = int(expect["mtu"]) - 28
+    except (KeyError, TypeError, ValueError) as error:
+        raise AnsibleFilterError(f"expect needs netdevs, speed_mbps and mtu: {error}") from error
+    mapping = ibdev2netdev_map(ibdev2netdev_stdout)
+    by_netdev = {
+        netdev: (device, facts)
+        for device, facts in (rdma_devices or {}).items()
+        for netdev in facts.get("netdevs", [])
+    }
+    findings = []
+    for netdev in netdevs:
+        device, facts = by_netdev.get(netdev, (None, {}))
+        findings.append(check_rdma_device(netdev, mapping))
+        findings.append(check_link_layer(netdev, device, facts))
+    findings += [
+        check_link_speed(result.get("item"), result.get("stdout", ""), speed)
+        for result in ethtool_results or []
+    ]
+    pinged = {_ping_key(result.get("item") or {}): result for result in ping_results or []}
+    findings += [
+        check_ping(target, pinged.get(_ping_key(target), {}), payload)
+        for target in expect.get("ping_targets", [])
+    ]
+    return findings
+
+
 class FilterModule:
-    """CX7 fabric planning filters."""
+    """CX7 fabric filters."""
 
     def filters(self):
         return {
-            "cx7_netdevs": cx7_netdevs,
-            "cx7_rdma_device": cx7_rdma_device,
             "fabric_subnet_conflicts": fabric_subnet_conflicts,
             "fabric_address_conflicts": fabric_address_conflicts,
             "fabric_address": fabric_address,
+            "fabric_host_number": fabric_host_number,
+            "fabric_host_addresses": fabric_host_addresses,
+            "fabric_ping_targets": fabric_ping_targets,
+            "fabric_checks": fabric_checks,
         }

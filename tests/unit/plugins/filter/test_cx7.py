@@ -1,13 +1,53 @@
-"""The cx7_interfaces filter picks CX7 netdevs out of gathered facts."""
+"""CX7 filters: netdev and RDMA device names; interfaces and drift from gathered facts."""
 
 from __future__ import annotations
 
 import pytest
+from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.cx7 import (
     CX7_NETDEV_PATTERN,
     FilterModule,
     cx7_interfaces,
+    cx7_netdevs,
+    cx7_rdma_device,
 )
+
+
+@pytest.mark.parametrize(
+    ("ports", "halves", "expected"),
+    [
+        ([1], "both", ["enp1s0f1np1", "enP2p1s0f1np1"]),
+        ([0], "both", ["enp1s0f0np0", "enP2p1s0f0np0"]),
+        ([1, 0], "both", ["enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1"]),
+        ([0, 1], "first", ["enp1s0f0np0", "enp1s0f1np1"]),
+    ],
+)
+def test_cx7_netdevs(ports: list[int], halves: str, expected: list[str]) -> None:
+    assert cx7_netdevs(ports, halves) == expected
+
+
+@pytest.mark.parametrize("ports", [[], [2], "1", None])
+def test_cx7_netdevs_rejects_bad_ports(ports: object) -> None:
+    with pytest.raises(AnsibleFilterError):
+        cx7_netdevs(ports)
+
+
+@pytest.mark.parametrize(
+    ("netdev", "device"),
+    [
+        ("enp1s0f1np1", "rocep1s0f1"),
+        ("enP2p1s0f1np1", "roceP2p1s0f1"),
+        ("enp1s0f0np0", "rocep1s0f0"),
+        ("enP2p1s0f0np0", "roceP2p1s0f0"),
+    ],
+)
+def test_cx7_rdma_device(netdev: str, device: str) -> None:
+    assert cx7_rdma_device(netdev) == device
+
+
+def test_cx7_rdma_device_unknown() -> None:
+    with pytest.raises(AnsibleFilterError, match="eth0"):
+        cx7_rdma_device("eth0")
 
 
 @pytest.mark.parametrize(
@@ -52,6 +92,15 @@ def test_no_interfaces_gathered() -> None:
 
 def test_registered_name() -> None:
     assert FilterModule().filters()["cx7_interfaces"] is cx7_interfaces
+
+
+def test_registered() -> None:
+    assert set(FilterModule().filters()) == {
+        "cx7_netdevs",
+        "cx7_rdma_device",
+        "cx7_interfaces",
+        "cx7_drift",
+    }
 
 
 PLANNED = {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.11/24"}

@@ -1,4 +1,4 @@
-"""Fabric planning filters: CX7 names, subnet conflicts, per-host addresses."""
+"""Fabric filters: subnet conflicts, per-host addresses, and the checks of a host's links."""
 
 from __future__ import annotations
 
@@ -6,49 +6,20 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.fabric import (
     FilterModule,
-    cx7_netdevs,
-    cx7_rdma_device,
+    check_link_layer,
+    check_link_speed,
+    check_ping,
+    check_rdma_device,
     fabric_address,
     fabric_address_conflicts,
+    fabric_checks,
+    fabric_host_addresses,
+    fabric_host_number,
+    fabric_ping_targets,
     fabric_subnet_conflicts,
 )
 
-
-@pytest.mark.parametrize(
-    ("ports", "halves", "expected"),
-    [
-        ([1], "both", ["enp1s0f1np1", "enP2p1s0f1np1"]),
-        ([0], "both", ["enp1s0f0np0", "enP2p1s0f0np0"]),
-        ([1, 0], "both", ["enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1", "enP2p1s0f1np1"]),
-        ([0, 1], "first", ["enp1s0f0np0", "enp1s0f1np1"]),
-    ],
-)
-def test_cx7_netdevs(ports: list[int], halves: str, expected: list[str]) -> None:
-    assert cx7_netdevs(ports, halves) == expected
-
-
-@pytest.mark.parametrize("ports", [[], [2], "1", None])
-def test_cx7_netdevs_rejects_bad_ports(ports: object) -> None:
-    with pytest.raises(AnsibleFilterError):
-        cx7_netdevs(ports)
-
-
-@pytest.mark.parametrize(
-    ("netdev", "device"),
-    [
-        ("enp1s0f1np1", "rocep1s0f1"),
-        ("enP2p1s0f1np1", "roceP2p1s0f1"),
-        ("enp1s0f0np0", "rocep1s0f0"),
-        ("enP2p1s0f0np0", "roceP2p1s0f0"),
-    ],
-)
-def test_cx7_rdma_device(netdev: str, device: str) -> None:
-    assert cx7_rdma_device(netdev) == device
-
-
-def test_cx7_rdma_device_unknown() -> None:
-    with pytest.raises(AnsibleFilterError, match="eth0"):
-        cx7_rdma_device("eth0")
+from .tool_output_samples import ETHTOOL_DOWN, ETHTOOL_UP, IBDEV2NETDEV
 
 
 def test_disjoint_subnets_have_no_conflicts() -> None:
@@ -90,12 +61,112 @@ def test_fabric_address_out_of_range(number: int) -> None:
 
 def test_registered() -> None:
     assert set(FilterModule().filters()) == {
-        "cx7_netdevs",
-        "cx7_rdma_device",
         "fabric_subnet_conflicts",
         "fabric_address",
         "fabric_address_conflicts",
+        "fabric_host_number",
+        "fabric_host_addresses",
+        "fabric_ping_targets",
+        "fabric_checks",
     }
+
+
+# The address plan of cx7_network for the sample inventories (what its vars gave before
+# they called these filters): the lab's spark-1..3 and inventory/sparks' spark-1..2 in the
+# sparks group, gh200-1 in an inventory without one (the host numbers itself alone).
+PORT_1 = ["enp1s0f1np1", "enP2p1s0f1np1"]
+SUBNETS_1 = {"enp1s0f1np1": "192.168.100.0/24", "enP2p1s0f1np1": "192.168.101.0/24"}
+LAB = ["spark-1", "spark-2", "spark-3"]
+
+
+@pytest.mark.parametrize(
+    ("host", "hosts", "offset", "number", "expected"),
+    [
+        ("spark-1", LAB, 10, None, 11),
+        ("spark-3", LAB, 10, None, 13),
+        ("spark-2", LAB[:2], 10, "", 12),  # an empty number is no number
+        ("gh200-1", ["gh200-1"], 10, None, 11),
+        ("spark-2", LAB, 20, None, 22),
+        ("spark-2", LAB, "3", "7", 7),  # inventory strings
+        ("spark-1", LAB, 10, 5, 5),
+        ("spark-1", ["spark-1"], 10, None, 11),  # a group the inventory lacks: the host alone
+    ],
+)
+def test_fabric_host_number(
+    host: str, hosts: list[str], offset: object, number: object, expected: int
+) -> None:
+    assert fabric_host_number(host, hosts, offset, number) == expected
+
+
+def test_a_host_outside_the_numbered_hosts_is_named() -> None:
+    # inventory/sparks' localhost (a Claude client) is no Spark; before: "'localhost' is not
+    # in list"
+    with pytest.raises(AnsibleFilterError, match=r"localhost is not among .*spark-1, spark-2"):
+        fabric_host_number("localhost", LAB[:2], 10)
+
+
+def test_a_host_number_that_is_no_number_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="'first' is not a whole number"):
+        fabric_host_number("spark-1", LAB, 10, "first")
+
+
+@pytest.mark.parametrize(
+    ("netdevs", "subnets", "number", "own", "expected"),
+    [
+        (
+            PORT_1,
+            SUBNETS_1,
+            13,
+            {},
+            {"enp1s0f1np1": "192.168.100.13/24", "enP2p1s0f1np1": "192.168.101.13/24"},
+        ),
+        (PORT_1[:1], SUBNETS_1, 11, {}, {"enp1s0f1np1": "192.168.100.11/24"}),  # link_local
+        (
+            PORT_1,
+            SUBNETS_1,
+            11,
+            # an address of its own wins; one for a netdev not configured is left out
+            {"enP2p1s0f1np1": "192.168.101.99/24", "enp1s0f0np0": "10.1.1.1/24"},
+            {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.99/24"},
+        ),
+        (
+            ["enp1s0f0np0", "enP2p1s0f0np0", *PORT_1],
+            {
+                "enp1s0f0np0": "10.0.0.0/24",
+                "enP2p1s0f0np0": "10.0.1.0/24",
+                "enp1s0f1np1": "10.0.2.0/24",
+                "enP2p1s0f1np1": "10.0.3.0/24",
+            },
+            21,
+            None,
+            {
+                "enp1s0f0np0": "10.0.0.21/24",
+                "enP2p1s0f0np0": "10.0.1.21/24",
+                "enp1s0f1np1": "10.0.2.21/24",
+                "enP2p1s0f1np1": "10.0.3.21/24",
+            },
+        ),
+    ],
+    ids=["lab-spark-3", "first-half-only", "own-address", "both-ports-offset-20"],
+)
+def test_fabric_host_addresses(
+    netdevs: list[str], subnets: dict, number: int, own: dict | None, expected: dict
+) -> None:
+    plan = fabric_host_addresses(netdevs, subnets, number, own)
+    assert plan == expected
+    assert list(plan) == netdevs
+
+
+def test_a_host_number_beyond_the_subnet_fails() -> None:
+    with pytest.raises(
+        AnsibleFilterError, match=r"host number 300 does not fit in 192\.168\.100\.0/24"
+    ):
+        fabric_host_addresses(PORT_1, SUBNETS_1, 300)
+
+
+def test_a_netdev_without_subnet_or_address_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="enp1s0f0np0 has neither an address"):
+        fabric_host_addresses(["enp1s0f0np0"], SUBNETS_1, 11)
 
 
 def test_addresses_inside_their_subnets_pass() -> None:
@@ -120,3 +191,199 @@ def test_address_problems_are_named(address: str, problem: str) -> None:
     )
     assert found.startswith("enp1s0f1np1: ")
     assert problem in found
+
+
+EXPECT = {
+    "netdevs": ["enp1s0f1np1", "enP2p1s0f1np1"],
+    "speed_mbps": 200000,
+    "mtu": 9000,
+    "ping_targets": [
+        {"netdev": "enp1s0f1np1", "peer": "spark-2", "address": "192.168.100.12"},
+        {"netdev": "enP2p1s0f1np1", "peer": "spark-2", "address": "192.168.101.12"},
+    ],
+}
+RDMA = {
+    "rocep1s0f1": {"netdevs": ["enp1s0f1np1"], "ports": {"1": {"link_layer": "Ethernet"}}},
+    "roceP2p1s0f1": {"netdevs": ["enP2p1s0f1np1"], "ports": {"1": {"link_layer": "Ethernet"}}},
+}
+
+
+def ethtool_results(first: str = ETHTOOL_UP, second: str = ETHTOOL_UP) -> list[dict]:
+    return [
+        {"item": "enp1s0f1np1", "stdout": first, "rc": 0},
+        {
+            "item": "enP2p1s0f1np1",
+            "stdout": second.replace("enp1s0f1np1", "enP2p1s0f1np1"),
+            "rc": 0,
+        },
+    ]
+
+
+def pings(rc_second: int = 0) -> list[dict]:
+    loss = "2 packets transmitted, 0 received, 100% packet loss, time 1010ms"
+    return [
+        {"item": EXPECT["ping_targets"][0], "rc": 0, "stdout": "0% packet loss", "stderr": ""},
+        {
+            "item": EXPECT["ping_targets"][1],
+            "rc": rc_second,
+            "stdout": loss if rc_second else "0% packet loss",
+            "stderr": "",
+        },
+    ]
+
+
+def failed(findings: list[dict]) -> list[str]:
+    return [f["msg"] for f in findings if not f["ok"]]
+
+
+def test_healthy_fabric_has_no_failures() -> None:
+    findings = fabric_checks(IBDEV2NETDEV, ethtool_results(), RDMA, pings(), EXPECT)
+    assert failed(findings) == []
+    assert len(findings) == 2 * 3 + 2  # rdma, link layer, speed per half; a ping per peer
+
+
+def test_a_down_link_is_named_by_every_tool() -> None:
+    text = IBDEV2NETDEV.replace("enP2p1s0f1np1 (Up)", "enP2p1s0f1np1 (Down)")
+    problems = failed(
+        fabric_checks(text, ethtool_results(second=ETHTOOL_DOWN), RDMA, pings(1), EXPECT)
+    )
+    assert "enP2p1s0f1np1: ibdev2netdev shows roceP2p1s0f1 port 1 Down, expected Up" in problems
+    assert any(
+        p.startswith("enP2p1s0f1np1: ethtool shows no speed, link detected no") for p in problems
+    )
+    assert (
+        "enP2p1s0f1np1 -> spark-2 (192.168.101.12): ping -M do -s 8972 failed: "
+        "2 packets transmitted, 0 received, 100% packet loss, time 1010ms"
+    ) in problems
+
+
+def test_wrong_speed_link_layer_and_missing_peer_address() -> None:
+    slow = ETHTOOL_UP.replace("200000Mb/s", "100000Mb/s")
+    rdma = {
+        **RDMA,
+        "rocep1s0f1": {"netdevs": ["enp1s0f1np1"], "ports": {"1": {"link_layer": "InfiniBand"}}},
+    }
+    expect = {
+        **EXPECT,
+        "ping_targets": [{"netdev": "enp1s0f1np1", "peer": "spark-3", "address": ""}],
+    }
+    problems = failed(fabric_checks(IBDEV2NETDEV, ethtool_results(first=slow), rdma, [], expect))
+    assert any("ethtool shows 100000Mb/s" in p and "expected 200000Mb/s" in p for p in problems)
+    assert any("link layer InfiniBand, expected Ethernet" in p for p in problems)
+    assert any(
+        p.startswith("enp1s0f1np1 -> spark-3: spark-3 has no IPv4 address on enp1s0f1np1")
+        for p in problems
+    )
+
+
+# One check at a time: what fabric_checks combines.
+def test_check_rdma_device() -> None:
+    mapping = {"enp1s0f1np1": {"device": "rocep1s0f1", "port": 1, "state": "Up"}}
+    assert check_rdma_device("enp1s0f1np1", mapping)["ok"] is True
+    missing = check_rdma_device("enP2p1s0f1np1", mapping)
+    assert missing == {
+        "what": "enP2p1s0f1np1 rdma",
+        "ok": False,
+        "msg": "enP2p1s0f1np1: ibdev2netdev lists no RDMA device",
+    }
+
+
+def test_check_link_layer_without_a_device() -> None:
+    finding = check_link_layer("enp1s0f1np1", None, {})
+    assert finding["ok"] is False
+    assert finding["msg"] == (
+        "enp1s0f1np1: RDMA device (none) has link layer unknown, expected Ethernet (RoCE)"
+    )
+
+
+def test_check_link_layer_of_a_roce_device() -> None:
+    finding = check_link_layer("enp1s0f1np1", "rocep1s0f1", RDMA["rocep1s0f1"])
+    assert finding == {
+        "what": "enp1s0f1np1 link layer",
+        "ok": True,
+        "msg": "enp1s0f1np1: RDMA device rocep1s0f1 has link layer Ethernet, "
+        "expected Ethernet (RoCE)",
+    }
+
+
+@pytest.mark.parametrize(
+    ("stdout", "speed", "ok"),
+    [(ETHTOOL_UP, 200000, True), (ETHTOOL_UP, 100000, False), (ETHTOOL_DOWN, 200000, False)],
+)
+def test_check_link_speed(stdout: str, speed: int, ok: bool) -> None:
+    finding = check_link_speed("enp1s0f1np1", stdout, speed)
+    assert finding["what"] == "enp1s0f1np1 speed"
+    assert finding["ok"] is ok
+
+
+def test_check_ping_not_run_and_answered() -> None:
+    target = EXPECT["ping_targets"][0]
+    assert check_ping(target, {"rc": 0, "stdout": "0% packet loss"}, 8972)["ok"] is True
+    not_run = check_ping(target, {}, 8972)
+    assert not_run["ok"] is False
+    assert not_run["msg"] == (
+        "enp1s0f1np1 -> spark-2 (192.168.100.12): ping -M do -s 8972 failed: not run"
+    )
+
+
+def test_check_ping_of_a_peer_without_an_address_needs_no_result() -> None:
+    finding = check_ping({"netdev": "enp1s0f1np1", "peer": "spark-3", "address": ""}, {}, 8972)
+    assert finding["ok"] is False
+    assert finding["msg"].startswith("enp1s0f1np1 -> spark-3: spark-3 has no IPv4 address")
+
+
+def test_findings_come_per_netdev_then_speed_then_ping() -> None:
+    findings = fabric_checks(IBDEV2NETDEV, ethtool_results(), RDMA, pings(), EXPECT)
+    assert [f["what"] for f in findings] == [
+        "enp1s0f1np1 rdma",
+        "enp1s0f1np1 link layer",
+        "enP2p1s0f1np1 rdma",
+        "enP2p1s0f1np1 link layer",
+        "enp1s0f1np1 speed",
+        "enP2p1s0f1np1 speed",
+        "enp1s0f1np1 -> spark-2",
+        "enP2p1s0f1np1 -> spark-2",
+    ]
+
+
+def test_expect_without_its_keys_is_refused() -> None:
+    with pytest.raises(AnsibleFilterError, match="expect needs netdevs, speed_mbps and mtu"):
+        fabric_checks(IBDEV2NETDEV, [], RDMA, [], {"netdevs": []})
+
+
+# Three Sparks as the lab's facts show them: spark-2's second half has MTU 1500, spark-3's
+# first half has another primary address (the planned one is secondary), its second none.
+def spark_facts(first: str, second: str | None, second_mtu: int = 9000) -> dict:
+    return {
+        "ansible_facts": {
+            "enp1s0f1np1": {"mtu": 9000, "ipv4": {"address": first, "prefix": "24"}},
+            "enP2p1s0f1np1": {"mtu": second_mtu}
+            | ({"ipv4": {"address": second, "prefix": "24"}} if second else {}),
+            "enp1s0f0np0": {"mtu": 1500},
+        }
+    }
+
+
+HOSTVARS = {
+    "spark-1": spark_facts("192.168.100.11", "192.168.101.11"),
+    "spark-2": spark_facts("192.168.100.12", "192.168.101.12", second_mtu=1500),
+    "spark-3": spark_facts("10.9.9.9", None),
+    "localhost": {"ansible_facts": {}},
+}
+
+
+def test_fabric_ping_targets_netdev_by_netdev() -> None:
+    assert fabric_ping_targets(PORT_1, ["spark-2", "spark-3"], HOSTVARS) == [
+        {"netdev": "enp1s0f1np1", "peer": "spark-2", "address": "192.168.100.12"},
+        {"netdev": "enp1s0f1np1", "peer": "spark-3", "address": "10.9.9.9"},
+        {"netdev": "enP2p1s0f1np1", "peer": "spark-2", "address": "192.168.101.12"},
+        {"netdev": "enP2p1s0f1np1", "peer": "spark-3", "address": ""},
+    ]
+
+
+def test_fabric_ping_targets_of_a_peer_without_facts_or_netdev() -> None:
+    assert fabric_ping_targets(["enp1s0f0np0", "enp1s0f1np1"], ["localhost"], HOSTVARS) == [
+        {"netdev": "enp1s0f0np0", "peer": "localhost", "address": ""},
+        {"netdev": "enp1s0f1np1", "peer": "localhost", "address": ""},
+    ]
+    assert fabric_ping_targets(PORT_1, [], HOSTVARS) == []

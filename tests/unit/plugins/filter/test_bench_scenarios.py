@@ -1,0 +1,94 @@
+"""bench_scenarios_fit: the benchmark role's matrix fitted to the served context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.bench_scenarios import (
+    FilterModule,
+    bench_scenarios_fit,
+)
+
+ROOT = Path(__file__).resolve().parents[4]
+# The role's matrix (inventory/sparks and inventory/gh200 keep it) and the lab's smaller one.
+DEFAULT = yaml.safe_load((ROOT / "roles/benchmark/defaults/main.yml").read_text())[
+    "benchmark_scenarios"
+]
+LAB = yaml.safe_load((ROOT / "inventory/lab/group_vars/all/bench.yml").read_text())[
+    "benchmark_scenarios"
+]
+ALL = [
+    "warmup",
+    "short_c4",
+    "short_c8",
+    "long_c2",
+    "sweep_c1",
+    "sweep_c64",
+    "sweep_c256",
+    "prefill_1k",
+    "prefill_8k",
+    "prefill_32k",
+]
+UNKNOWN = 2147483647  # the role's context when the model card has no max_model_len
+
+
+# What the role's former Jinja loop gave for these contexts (recorded before the change).
+@pytest.mark.parametrize(
+    ("scenarios", "context", "fit"),
+    [
+        (DEFAULT, UNKNOWN, ALL),
+        (DEFAULT, 100, []),
+        (DEFAULT, 512, ["warmup", "short_c4", "short_c8"]),
+        (
+            DEFAULT,
+            4096,
+            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
+        ),
+        (
+            DEFAULT,
+            8192,
+            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
+        ),
+        (DEFAULT, 33000, ALL),
+        (LAB, UNKNOWN, ALL),
+        (LAB, 100, ["warmup"]),
+        (LAB, 512, ["warmup", "short_c4", "short_c8", "sweep_c64", "sweep_c256"]),
+        (
+            LAB,
+            4096,
+            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
+        ),
+        (LAB, 4128, [n for n in ALL if n not in ("prefill_8k", "prefill_32k")]),  # 4096 + 32
+        (LAB, 4129, [n for n in ALL if n not in ("prefill_8k", "prefill_32k")]),
+        (LAB, 40000, ALL),
+    ],
+)
+def test_the_matrix_fitted_to_a_context(
+    scenarios: list[dict], context: int, fit: list[str]
+) -> None:
+    result = bench_scenarios_fit(scenarios, context)
+    assert [s["name"] for s in result["fit"]] == fit
+    assert result["left_out"] == [n for n in ALL if n not in fit]  # in the matrix's order
+    assert all(s in scenarios for s in result["fit"])  # the scenarios as they are
+
+
+def test_the_bound_is_inclusive_and_inventory_strings_count() -> None:
+    scenario = {"name": "s", "prompt_tokens": "96", "max_tokens": 32}
+    assert bench_scenarios_fit([scenario], "128") == {"fit": [scenario], "left_out": []}
+    assert bench_scenarios_fit([scenario], 127) == {"fit": [], "left_out": ["s"]}
+
+
+def test_no_scenarios() -> None:
+    assert bench_scenarios_fit([], 4096) == {"fit": [], "left_out": []}
+
+
+def test_a_token_count_that_is_no_number_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match="scenario 'x' has max_tokens 'lots'"):
+        bench_scenarios_fit([{"name": "x", "prompt_tokens": 1, "max_tokens": "lots"}], 4096)
+
+
+def test_registered() -> None:
+    assert FilterModule().filters() == {"bench_scenarios_fit": bench_scenarios_fit}
