@@ -194,7 +194,7 @@ def filler_words(count, seed, index):
     """``count`` filler words, the same for the same (seed, index), different otherwise."""
     # Filler, not secrets: a reproducible generator is the point.
     rng = random.Random(seed * 1_000_003 + index)  # noqa: S311
-    return [rng.choice(FILLER_WORDS) for _ in range(count)]
+    return [rng.choice(FILLER_WORDS) for _word in range(count)]
 
 
 def make_prompt(run_id, index, words, seed=0):
@@ -840,7 +840,7 @@ async def run_scenario(
                 errors = len([r for r in records if not r["ok"]])
                 on_progress(len(records), errors, _clock() - start)
 
-    await asyncio.gather(*(worker() for _ in range(min(scenario["concurrency"], count))))
+    await asyncio.gather(*(worker() for _worker in range(min(scenario["concurrency"], count))))
     duration = _clock() - start
     result = scenario_plan(scenario)
     result.update(scenario_metrics(records, duration))

@@ -11,7 +11,7 @@ module: llm_benchmark
 short_description: Measure TTFT, latency and token throughput of an OpenAI-compatible LLM server
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Sends streaming chat completion requests (C(POST <url>/v1/chat/completions) with
     C(stream=true) and C(stream_options.include_usage=true)) to a vLLM, llama.cpp or vllm-mlx
@@ -462,8 +462,9 @@ ARGUMENT_SPEC = {
             "name": {"type": "str", "required": True},
             "concurrency": {"type": "int", "default": 1},
             "requests": {"type": "int", "required": True},
-            "prompt_tokens": {"type": "int", "default": 512},
-            "max_tokens": {"type": "int", "default": 128},
+            # token counts, not credentials (the sanity test flags names with "token")
+            "prompt_tokens": {"type": "int", "default": 512, "no_log": False},
+            "max_tokens": {"type": "int", "default": 128, "no_log": False},
             "warmup": {"type": "bool", "default": False},
         },
     },

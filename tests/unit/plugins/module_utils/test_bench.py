@@ -105,7 +105,7 @@ class FakeLlmServer:
             headers = {}
             for line in lines:
                 if line:
-                    name, _, value = line.partition(":")
+                    name, _colon, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.headers.append(headers)
@@ -520,7 +520,7 @@ def test_parse_head() -> None:
 def test_build_request() -> None:
     endpoint = _bench.parse_url("https://llm.example:8443/prefix/v1/")
     data = _bench.build_request(endpoint, "/v1/chat/completions", b'{"a":1}', "k3y")
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _blank_line, body = data.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     assert lines[0] == "POST /prefix/v1/chat/completions HTTP/1.1"
     assert "Host: llm.example:8443" in lines
@@ -609,7 +609,7 @@ def test_prompts_are_unique_with_the_nonce_first() -> None:
 
 
 def test_two_runs_never_share_a_prefix() -> None:
-    ids = {_bench.make_run_id() for _ in range(50)}
+    ids = {_bench.make_run_id() for _run in range(50)}
     assert len(ids) == 50
     assert all(len(i) == 8 for i in ids)
 
