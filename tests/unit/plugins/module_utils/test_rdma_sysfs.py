@@ -200,7 +200,7 @@ def test_compute_rates_counter_reset_is_null_and_gbits_follow() -> None:
 
 
 def test_compute_rates_without_data_counters_has_no_gbits() -> None:
-    _, rates = rs.compute_rates({"link_downed": 0}, {"link_downed": 1}, 2.0)
+    _delta, rates = rs.compute_rates({"link_downed": 0}, {"link_downed": 1}, 2.0)
     assert rates == {"link_downed": 0.5}
 
 
@@ -398,7 +398,9 @@ def test_read_counters_every_file(spark: SparkSysfs) -> None:
 
 
 def test_read_counters_subset_and_unknown_name(spark: SparkSysfs) -> None:
-    values, _ = rs.read_counters(str(spark.root), "rocep1s0f1", 1, ["port_rcv_data", "link_downed"])
+    values, _unreadable = rs.read_counters(
+        str(spark.root), "rocep1s0f1", 1, ["port_rcv_data", "link_downed"]
+    )
     assert values == {"port_rcv_data": 2_100, "link_downed": 1}
     with pytest.raises(rs.RdmaSysfsError) as info:
         rs.read_counters(str(spark.root), "rocep1s0f1", 1, ["port_xmit_bytes"])
@@ -457,6 +459,11 @@ def test_sampler_needs_a_positive_interval(spark: SparkSysfs, seconds: float) ->
 # ---------------------------------------------------------------------------
 # the lab's emulator publishes a tree these readers understand
 # ---------------------------------------------------------------------------
+@pytest.mark.skipif(
+    not EMULATORS.is_dir(),
+    reason="the lab's emulators are in the checkout's src/, not in the collection copy "
+    "that ansible-test units runs",
+)
 def test_reads_the_lab_emulators_tree(tmp_path: Path) -> None:
     """Run llmfleet-lab-rdmad --once on a fake node; read what it published."""
     net = tmp_path / "net"
