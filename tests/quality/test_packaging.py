@@ -11,6 +11,7 @@ of downloading them again, as ``--system-site-packages`` would borrow the system
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -180,6 +181,8 @@ def test_galaxy_install_gives_working_roles_and_modules(
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``python -m build``: the sdist, then the wheel built from it, as a release does."""
+    if importlib.util.find_spec("build") is None:
+        pytest.fail("python -m build is missing: install the dev extras (make venv)")
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT, cwd=ROOT)
     (built,) = out.glob("llmfleet-*.whl")
