@@ -17,7 +17,7 @@ CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
 PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=
 
-.PHONY: help demo bench test test-fast lab-deps venv image lab-up lab-down lab-status lint clean
+.PHONY: help demo bench test test-fast lab-deps venv image lab-up lab-down lab-status lint dist clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,10 @@ test-fast: venv ## Unit tests and linters only (no lab)
 
 lint: venv ## Linters only
 	$(BIN)/pytest tests/quality $(PYTEST_ARGS)
+
+dist: venv ## Build the wheel (CLI + collection, for pipx) and the collection tarball into dist/
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/ansible-galaxy collection build --force --output-path dist
 
 clean: ## Remove the Python environment and caches (the lab image stays cached)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .ansible

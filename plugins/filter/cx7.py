@@ -32,7 +32,7 @@ def cx7_netdevs(ports, halves="both"):
     if halves not in ("both", "first"):
         raise AnsibleFilterError(f"halves must be 'both' or 'first', got {halves!r}")
     count = 2 if halves == "both" else 1
-    return [netdev for port in _ports(ports) for netdev, _ in CX7_HALVES[port][:count]]
+    return [netdev for port in _ports(ports) for netdev, _device in CX7_HALVES[port][:count]]
 
 
 def cx7_rdma_device(netdev):

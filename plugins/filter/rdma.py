@@ -69,7 +69,7 @@ def rdma_verdict(measurements, min_rail_gbits, min_aggregate_gbits):
             client_out = clients[index] if index < len(clients) else ""
             server_out = servers[index] if index < len(servers) else ""
             report, error = _rail_report(client_out)
-            server_report, _ = _rail_report(server_out)
+            server_report, _server_error = _rail_report(server_out)
             name = f"rail {rail['netdev']} ({rail['device']}) {pair}"
             entry = {
                 "test": test,

@@ -41,7 +41,7 @@ def filler_words(count, seed, index):
     """``count`` filler words, the same for the same (seed, index), different otherwise."""
     # Filler, not secrets: a reproducible generator is the point.
     rng = random.Random(seed * 1_000_003 + index)  # noqa: S311
-    return [rng.choice(FILLER_WORDS) for _ in range(count)]
+    return [rng.choice(FILLER_WORDS) for _word in range(count)]
 
 
 def make_prompt(run_id, index, words, seed=0):

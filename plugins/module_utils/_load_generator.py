@@ -49,8 +49,9 @@ SCENARIO_OPTIONS = {
     "name": {"type": "str", "required": True},
     "concurrency": {"type": "int", "default": 1},
     "requests": {"type": "int", "required": True},
-    "prompt_tokens": {"type": "int", "default": 512},
-    "max_tokens": {"type": "int", "default": 128},
+    # token counts, not credentials (the sanity test flags names with "token")
+    "prompt_tokens": {"type": "int", "default": 512, "no_log": False},
+    "max_tokens": {"type": "int", "default": 128, "no_log": False},
     "warmup": {"type": "bool", "default": False},
 }
 
@@ -189,7 +190,7 @@ async def run_scenario(
                 errors = len([r for r in records if not r["ok"]])
                 on_progress(len(records), errors, clock() - start)
 
-    await asyncio.gather(*(worker() for _ in range(min(scenario["concurrency"], count))))
+    await asyncio.gather(*(worker() for _worker in range(min(scenario["concurrency"], count))))
     duration = clock() - start
     result = scenario_plan(scenario)
     result.update(scenario_metrics(records, duration))

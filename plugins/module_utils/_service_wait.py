@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError
+from ansible.module_utils.urls import open_url
 
 # "ValueError: Total number of attention heads (2) must be divisible by ...", also when a
 # logger prefixes it ("(EngineCore pid=12) ERROR ... RuntimeError: ..."); pydantic's
@@ -163,13 +165,12 @@ class Probe:
     def check(self, run: Run) -> tuple[bool, str]:  # noqa: PLR0911 - one return per outcome
         if self.url:
             # http(s) only: the module refuses other schemes.
-            request = urllib.request.Request(self.url, headers=self.headers)  # noqa: S310
             try:
-                with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+                with open_url(self.url, headers=self.headers, timeout=5) as response:
                     return response.status == 200, f"HTTP {response.status}"
             except urllib.error.HTTPError as error:
                 return False, f"HTTP {error.code}"
-            except (OSError, ValueError) as error:
+            except (OSError, ValueError, UrlConnectionError) as error:
                 return False, str(getattr(error, "reason", error))
         if self.command:
             rc, out, err = run(self.command)

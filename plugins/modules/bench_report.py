@@ -11,7 +11,7 @@ module: bench_report
 short_description: Keep a benchmark run as JSON, markdown and PNG, compared with the last run
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Turns the result of M(llmfleet.cluster.llm_benchmark) into the files a user keeps, in
     O(output_dir), named C({name_prefix}-{stamp}) after the run's UTC start time
@@ -100,7 +100,7 @@ notes:
   - A run reported again after newer runs were written is still compared with the run before it,
     so its files stay the same.
   - In check mode, a benchmark without C(started) (the plan M(llmfleet.cluster.llm_benchmark)
-    returns in check mode) is not an error - a real run would write a new report, so RV(changed)
+    returns in check mode) is not an error - a real run would write a new report, so C(changed)
     is true, the paths are null and RV(summary) is empty.
 seealso:
   - module: llmfleet.cluster.llm_benchmark

@@ -11,7 +11,7 @@ module: cuda_free_memory
 short_description: Report free memory per NVIDIA GPU and check that vLLM will find enough
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Reports the total, free and used memory of every NVIDIA GPU of the managed node, from NVML
     (the Python module C(pynvml) of the package C(nvidia-ml-py), used only when installed), else
@@ -312,7 +312,7 @@ gpus:
       sample: false
     source:
       description: Where this GPU's numbers come from - C(nvml), C(nvidia-smi), or for unified
-        memory V(os-meminfo MemFree \(unified memory\)) (the field named is
+        memory V(os-meminfo MemFree (unified memory\)) (the field named is
         O(unified_memory_free)).
       type: str
       returned: always

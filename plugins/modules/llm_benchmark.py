@@ -11,7 +11,7 @@ module: llm_benchmark
 short_description: Measure TTFT, latency and token throughput of an OpenAI-compatible LLM server
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Sends streaming chat completion requests (C(POST <url>/v1/chat/completions) with
     C(stream=true) and C(stream_options.include_usage=true)) to a vLLM, llama.cpp or vllm-mlx

@@ -11,7 +11,7 @@ module: rdma_counters
 short_description: Read, and optionally sample, the port counters of an RDMA device
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Reads every file in C(<sysfs_root>/class/infiniband/<device>/ports/<port>/counters/)
     (or the subset named in O(counters)).

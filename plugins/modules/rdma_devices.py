@@ -11,7 +11,7 @@ module: rdma_devices
 short_description: Gather RDMA devices, their ports and RoCE v2 GID indexes from sysfs
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Reads C(<sysfs_root>/class/infiniband) and returns one entry per RDMA device (for example
     the four ConnectX-7 functions of a DGX Spark) with its netdevs, identity, port state and

@@ -11,7 +11,7 @@ module: service_wait
 short_description: Wait until a service answers; fail at once, with the reason, if it exits
 version_added: "0.1.0"
 author:
-  - llmfleet maintainers
+  - llmfleet maintainers (!UNKNOWN)
 description:
   - Polls a readiness probe - an HTTP URL that must answer 200 (vLLM's C(/health)), or a command
     whose output must hold enough lines matching a pattern (C(ray status) listing every node) -
@@ -84,14 +84,21 @@ options:
 notes:
   - A restart started by hand or by a handler passes through C(deactivating) and C(activating),
     which are not exits; only C(inactive) seen on two polls in a row counts as stopped.
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
-    description: Read-only; it waits in check mode too.
+    details: Read-only; it waits in check mode too.
   diff_mode:
     support: none
   idempotent:
+    description:
+      - When run twice in a row, the second run changes nothing.
     support: full
+    details: Read-only; C(changed) is always false.
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -1,12 +1,16 @@
 """Where the llmfleet.cluster collection lives, and the environment every ansible run gets.
 
 The repository root *is* the collection: it holds ``galaxy.yml``, ``site.yml``, ``ansible.cfg``,
-``playbooks/``, ``roles/`` and ``inventory/``. The CLI finds it, in this order:
+``playbooks/``, ``roles/`` and ``inventory/``. The wheel ships a copy of it next to this
+package, at ``<site-packages>/ansible_collections/llmfleet/cluster`` (where ansible finds it
+on ``sys.path``, as it finds the collections of the ``ansible`` package). The CLI finds it, in
+this order:
 
 1. ``$LLMFLEET_HOME`` when set (it must point at the collection root);
 2. the current directory or one of its parents;
 3. the directory this package was imported from, or one of its parents (an editable install
-   lives inside the checkout: ``<root>/src/llmfleet/paths.py``).
+   lives inside the checkout: ``<root>/src/llmfleet/paths.py``);
+4. the collection installed with this package (a wheel, e.g. through ``pipx install``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from pathlib import Path
 
 ENV_HOME = "LLMFLEET_HOME"
 MARKERS: tuple[str, ...] = ("galaxy.yml", "site.yml")
+# Where the wheel puts the collection, relative to the folder holding this package.
+INSTALLED_COLLECTION = Path("ansible_collections", "llmfleet", "cluster")
 
 
 class CollectionNotFound(RuntimeError):
@@ -35,10 +41,16 @@ def _self_and_parents(start: Path) -> Iterator[Path]:
     yield from start.parents
 
 
-def collection_root(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+def collection_root(
+    *,
+    cwd: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    package_dir: Path | None = None,
+) -> Path:
     """Return the collection root directory (absolute).
 
-    ``cwd`` and ``environ`` default to the process's own; they exist for tests.
+    ``cwd`` and ``environ`` default to the process's own, ``package_dir`` to the folder of
+    this package; they exist for tests.
     Raises :class:`CollectionNotFound` with a message saying what was tried.
     """
     env = os.environ if environ is None else environ
@@ -52,15 +64,20 @@ def collection_root(*, cwd: Path | None = None, environ: Mapping[str, str] | Non
             f"(expected {' and '.join(MARKERS)} in {path})"
         )
 
-    starts = [Path.cwd() if cwd is None else cwd, Path(__file__).parent]
+    package = Path(__file__).parent if package_dir is None else package_dir
+    starts = [Path.cwd() if cwd is None else cwd, package]
     for start in starts:
         for candidate in _self_and_parents(start):
             if is_collection_root(candidate):
                 return candidate
+    installed = (package.parent / INSTALLED_COLLECTION).resolve()
+    if is_collection_root(installed):
+        return installed
     raise CollectionNotFound(
         "cannot find the llmfleet collection root (a directory holding "
         f"{' and '.join(MARKERS)}): not in {starts[0]} or its parents, nor above the installed "
-        f"package; run from the llmfleet checkout or set {ENV_HOME}=/path/to/llmfleet"
+        f"package, nor at {installed}; run from the llmfleet checkout, install the llmfleet "
+        f"wheel, or set {ENV_HOME}=/path/to/llmfleet"
     )
 
 

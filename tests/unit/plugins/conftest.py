@@ -244,9 +244,17 @@ def ansible_adhoc(
     The inventory is ``localhost,`` with a local connection and this venv's Python,
     so neither the lab's podman inventory nor SSH is involved. Returns the status
     word (``SUCCESS`` or ``FAILED!``) and the module's result JSON.
+
+    Under ``ansible-test units`` (a copy of the collection, without ansible.cfg) the
+    collection is found through the ``ANSIBLE_COLLECTIONS_PATH`` ansible-test sets.
     """
     run_env = dict(os.environ)
-    run_env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    # The ad-hoc command is a controller: ansible-test's PYTHONPATH for module tests holds an
+    # ``ansible`` package cut down to module_utils, without the controller's code.
+    run_env.pop("PYTHONPATH", None)
+    if (REPO / "ansible.cfg").is_file():
+        run_env["ANSIBLE_CONFIG"] = str(REPO / "ansible.cfg")
+    run_env["ANSIBLE_NOCOLOR"] = "1"
     run_env.update(env or {})
     proc = subprocess.run(
         [
@@ -273,7 +281,7 @@ def ansible_adhoc(
     )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("localhost | ")), None)
     assert line is not None, f"no result line\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    status, _, payload = line[len("localhost | ") :].partition(" => ")
+    status, _arrow, payload = line[len("localhost | ") :].partition(" => ")
     return status, json.loads(payload)
 
 

@@ -97,7 +97,7 @@ class FakeLlmServer:
             headers = {}
             for line in lines:
                 if line:
-                    name, _, value = line.partition(":")
+                    name, _colon, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.headers.append(headers)

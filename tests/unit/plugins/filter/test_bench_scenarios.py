@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[4]
 DEFAULT = yaml.safe_load((ROOT / "roles/benchmark/defaults/main.yml").read_text())[
     "benchmark_scenarios"
 ]
-LAB = yaml.safe_load((ROOT / "inventory/lab/group_vars/all/bench.yml").read_text())[
-    "benchmark_scenarios"
-]
+LAB_VARS = ROOT / "inventory/lab/group_vars/all/bench.yml"
+# None in the collection copy that ansible-test units runs: the lab stays out of it.
+LAB = yaml.safe_load(LAB_VARS.read_text())["benchmark_scenarios"] if LAB_VARS.is_file() else None
 ALL = [
     "warmup",
     "short_c4",
@@ -67,8 +67,10 @@ UNKNOWN = 2147483647  # the role's context when the model card has no max_model_
     ],
 )
 def test_the_matrix_fitted_to_a_context(
-    scenarios: list[dict], context: int, fit: list[str]
+    scenarios: list[dict] | None, context: int, fit: list[str]
 ) -> None:
+    if scenarios is None:
+        pytest.skip("the lab's inventory is not in the collection copy ansible-test runs")
     result = bench_scenarios_fit(scenarios, context)
     assert [s["name"] for s in result["fit"]] == fit
     assert result["left_out"] == [n for n in ALL if n not in fit]  # in the matrix's order

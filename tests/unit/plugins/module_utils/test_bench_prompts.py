@@ -19,7 +19,7 @@ def test_prompts_are_unique_with_the_nonce_first() -> None:
 
 
 def test_two_runs_never_share_a_prefix() -> None:
-    ids = {_bench_prompts.make_run_id() for _ in range(50)}
+    ids = {_bench_prompts.make_run_id() for _run in range(50)}
     assert len(ids) == 50
     assert all(len(i) == 8 for i in ids)
 

@@ -139,7 +139,9 @@ def test_find_previous_picks_the_newest_older_readable_record(tmp_path: Path) ->
     assert path == str(oldest)
     assert skipped == []
     # the other prefix has its own history
-    path, _record, _ = _bench_record.find_previous(str(tmp_path), "smoke", "20261123T000000Z")
+    path, _record, _skipped = _bench_record.find_previous(
+        str(tmp_path), "smoke", "20261123T000000Z"
+    )
     assert Path(path).name == "smoke-20261122T220000Z.json"
 
 

@@ -100,7 +100,9 @@ def test_explicit_nvidia_smi_does_not_touch_nvml() -> None:
     def loader() -> ModuleType:
         raise AssertionError("NVML must not be loaded for method=nvidia_smi")
 
-    rows, source, _ = _gpu_memory.probe("nvidia_smi", loader, "nvidia-smi", runner(SMI_H100))
+    rows, source, _failures = _gpu_memory.probe(
+        "nvidia_smi", loader, "nvidia-smi", runner(SMI_H100)
+    )
     assert (source, len(rows)) == ("nvidia-smi", 2)
 
 

@@ -113,7 +113,7 @@ def test_parse_head() -> None:
 def test_build_request() -> None:
     endpoint = _http_stream.parse_url("https://llm.example:8443/prefix/v1/")
     data = _http_stream.build_request(endpoint, "/v1/chat/completions", b'{"a":1}', "k3y")
-    head, _, body = data.partition(b"\r\n\r\n")
+    head, _blank_line, body = data.partition(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     assert lines[0] == "POST /prefix/v1/chat/completions HTTP/1.1"
     assert "Host: llm.example:8443" in lines

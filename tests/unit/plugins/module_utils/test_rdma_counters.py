@@ -41,7 +41,7 @@ def test_compute_rates_counter_reset_is_null_and_gbits_follow() -> None:
 
 
 def test_compute_rates_without_data_counters_has_no_gbits() -> None:
-    _, rates = _rdma_counters.compute_rates({"link_downed": 0}, {"link_downed": 1}, 2.0)
+    _delta, rates = _rdma_counters.compute_rates({"link_downed": 0}, {"link_downed": 1}, 2.0)
     assert rates == {"link_downed": 0.5}
 
 
@@ -60,7 +60,7 @@ def test_read_counters_every_file(spark: SparkSysfs) -> None:
 
 
 def test_read_counters_subset_and_unknown_name(spark: SparkSysfs) -> None:
-    values, _ = _rdma_counters.read_counters(
+    values, _unreadable = _rdma_counters.read_counters(
         str(spark.root), "rocep1s0f1", 1, ["port_rcv_data", "link_downed"]
     )
     assert values == {"port_rcv_data": 2_100, "link_downed": 1}

@@ -220,6 +220,11 @@ def test_device_summary_shape(spark: SparkSysfs) -> None:
 # ---------------------------------------------------------------------------
 # the lab's emulator publishes a tree these readers understand
 # ---------------------------------------------------------------------------
+@pytest.mark.skipif(
+    not EMULATORS.is_dir(),
+    reason="the lab's emulators are in the checkout's src/, not in the collection copy "
+    "that ansible-test units runs",
+)
 def test_reads_the_lab_emulators_tree(tmp_path: Path) -> None:
     """Run llmfleet-lab-rdmad --once on a fake node; read what it published."""
     net = tmp_path / "net"

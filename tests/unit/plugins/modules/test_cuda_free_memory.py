@@ -185,7 +185,7 @@ def test_check_mode_same_result_no_change(
 ) -> None:
     smi = write_nvidia_smi(tmp_path / "bin", SMI_H100)
     args = {"nvidia_smi_path": str(smi), "gpu_memory_utilization": 0.2}
-    _, normal = run_module(cuda_free_memory, args)
+    _rc, normal = run_module(cuda_free_memory, args)
     rc, checked = run_module(cuda_free_memory, {**args, "_ansible_check_mode": True})
     assert rc == 0, checked
     assert checked["changed"] is False

@@ -49,7 +49,7 @@ def test_gathers_every_device(spark: SparkSysfs, run_module: RunModule) -> None:
 def test_check_mode_reports_the_same_and_no_change(
     spark: SparkSysfs, run_module: RunModule
 ) -> None:
-    _, normal = run_module(rdma_devices, {"sysfs_root": str(spark.root)})
+    _rc, normal = run_module(rdma_devices, {"sysfs_root": str(spark.root)})
     rc, checked = run_module(
         rdma_devices, {"sysfs_root": str(spark.root), "_ansible_check_mode": True}
     )
