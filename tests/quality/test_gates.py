@@ -85,3 +85,20 @@ def test_collection_builds(tmp_path: Path) -> None:
     assert "MANIFEST.json" in names
     assert "playbooks/spark_cluster.yml" in names
     assert not [n for n in names if n.startswith((".venv", "collections/", "src/", "tests/"))]
+
+
+# A file a newcomer can read through: split along its seams past this size. The lab's
+# emulators stand in for whole vendor tools (perftest, nvidia-smi) and are exempt.
+MAX_LINES = 450
+EMULATORS = ROOT / "src/llmfleet/lab/assets/image/emulators"
+
+
+def test_no_plugin_or_cli_file_is_oversized() -> None:
+    files = [*ROOT.glob("plugins/**/*.py"), *ROOT.glob("src/llmfleet/**/*.py")]
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in files
+        if EMULATORS not in path.parents
+    }
+    assert sizes
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
