@@ -111,7 +111,7 @@ def fabric_host_addresses(netdevs, subnets, host_number, addresses=None):
     return plan
 
 
-def _primary_ipv4(facts, netdev):
+def primary_ipv4(facts, netdev):
     """The primary IPv4 of a netdev in a host's facts; empty when it has none."""
     return ((facts.get(netdev) or {}).get("ipv4") or {}).get("address", "")
 
@@ -122,7 +122,7 @@ def fabric_ping_targets(netdevs, peers, hostvars):
     when it has none."""
     facts = {peer: hostvars[peer].get("ansible_facts") or {} for peer in peers}
     return [
-        {"netdev": netdev, "peer": peer, "address": _primary_ipv4(facts[peer], netdev)}
+        {"netdev": netdev, "peer": peer, "address": primary_ipv4(facts[peer], netdev)}
         for netdev in netdevs
         for peer in peers
     ]

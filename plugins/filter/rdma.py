@@ -7,6 +7,7 @@ import itertools
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.cx7 import cx7_rdma_device
+from ansible_collections.llmfleet.cluster.plugins.filter.fabric import primary_ipv4
 from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import perftest_report
 
 
@@ -16,7 +17,7 @@ def _rail(netdev, port, client_facts, server_facts):
         "netdev": netdev,
         "device": cx7_rdma_device(netdev),
         "port": port,
-        "server_address": (server.get("ipv4") or {}).get("address", ""),
+        "server_address": primary_ipv4(server_facts, netdev),
         "mtu": [client.get("mtu", 0), server.get("mtu", 0)],
     }
 
