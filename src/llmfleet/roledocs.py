@@ -110,15 +110,15 @@ def platforms(meta: dict[str, Any]) -> list[str]:
     return named
 
 
-def task_keys(node: Any) -> Iterator[str]:
-    """Every mapping key in a tasks file, at any depth (blocks, rescue, always)."""
+def task_items(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every mapping entry in a tasks file, at any depth (blocks, rescue, always)."""
     if isinstance(node, dict):
         for key, value in node.items():
-            yield str(key)
-            yield from task_keys(value)
+            yield str(key), value
+            yield from task_items(value)
     elif isinstance(node, list):
         for item in node:
-            yield from task_keys(item)
+            yield from task_items(item)
 
 
 def is_internal(role: Path) -> bool:
@@ -130,34 +130,22 @@ def is_internal(role: Path) -> bool:
     )
 
 
-def roles_included(node: Any) -> Iterator[str]:
-    """The names of this collection's roles that a tasks file includes or imports."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in INCLUDE_ROLE and isinstance(value, dict):
-                name = str(value.get("name", ""))
-                if name.startswith(f"{COLLECTION}."):
-                    yield name.removeprefix(f"{COLLECTION}.")
-            yield from roles_included(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from roles_included(item)
-
-
 def collections_used(role: Path) -> list[str]:
     """The collections, besides ansible.builtin and this one, whose modules the role calls,
     itself or through the roles of this collection it includes."""
     used: set[str] = set()
     for folder in ("tasks", "handlers"):
         for path in sorted((role / folder).glob("*.yml")):
-            tasks = load_yaml(path)
-            for key in task_keys(tasks):
+            for key, value in task_items(load_yaml(path)):
                 match = FQCN.match(key)
                 if match and match.group(1) not in OWN_COLLECTIONS:
                     used.add(match.group(1))
-            for included in roles_included(tasks):
-                if included != role.name:
-                    used.update(collections_used(role.parent / included))
+                # A role of this collection it includes: that role's collections too.
+                name = str(value.get("name", "")) if isinstance(value, dict) else ""
+                if key in INCLUDE_ROLE and name.startswith(f"{COLLECTION}."):
+                    included = name.removeprefix(f"{COLLECTION}.")
+                    if included != role.name:
+                        used.update(collections_used(role.parent / included))
     return sorted(used)
 
 
