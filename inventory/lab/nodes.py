@@ -76,6 +76,16 @@ def connection(name: str, address: str, ssh_folder: str) -> dict[str, str]:
     }
 
 
+def hub_endpoint() -> str:
+    """The lab's Hub (the model's source) as nodes and this machine reach it: its address
+    on the lab network ("" when it does not run)."""
+    hubs = podman_json("ps", "--filter", f"label=llmfleet.lab.hub={LAB}")
+    if not hubs:
+        return ""
+    address = management_ips([hubs[0]["Names"][0]]).get(hubs[0]["Names"][0], "")
+    return f"http://{address}:8080" if address else ""
+
+
 def inventory() -> dict:
     hostvars: dict[str, dict] = {}
     containers = lab_containers()
@@ -94,9 +104,14 @@ def inventory() -> dict:
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     }
+    endpoint = hub_endpoint() if hosts else ""
     return {
         "_meta": {"hostvars": hostvars},
-        "all": {"children": ["sparks", "lab", "claude_code_routers", "claude_clients"]},
+        "all": {
+            "children": ["sparks", "lab", "claude_code_routers", "claude_clients"],
+            # Where role model_weights downloads the lab's model from (group_vars/all).
+            "vars": {"model_weights_hub_endpoint": endpoint} if endpoint else {},
+        },
         "sparks": {"hosts": hosts},
         "lab": {"hosts": hosts},
         "claude_code_routers": {"hosts": hosts[:1]},

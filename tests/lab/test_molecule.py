@@ -24,6 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "cx7_network",
         "fabric_verify",
         "rdma_verify",
+        "model_weights",
         "nccl_env",
         "ray_node",
         "gpu_container",

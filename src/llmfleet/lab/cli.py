@@ -99,6 +99,10 @@ def _print_status(status: cluster.LabStatus) -> None:
             f" -o UserKnownHostsFile={status.ssh_known_hosts} root@{first}",
             soft_wrap=True,
         )
+    if status.hub_url:
+        console.print(
+            f"hub: {status.hub_url} (the model's source, on the lab network)", highlight=False
+        )
     stale = {node.image for node in status.nodes} - {status.image_current}
     if stale:
         console.print(f"[yellow]image differs from the current recipe {status.image_current}[/]")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
 
-from llmfleet.lab import access, podman
+from llmfleet.lab import access, hub, podman
 from llmfleet.lab.errors import LabError
 from llmfleet.lab.fabric import (
     CX7_PORTS,
@@ -26,7 +26,7 @@ from llmfleet.lab.fabric import (
     wait_emulated_hardware,
     wire_fabric,
 )
-from llmfleet.lab.image import ensure_image, host_ca_bundle, node_image_ref
+from llmfleet.lab.image import ensure_image, host_ca_bundle, hub_image_ref, node_image_ref
 from llmfleet.lab.nodes import DEFAULT_LAB, LAB_LABEL, NODE_LABEL, Node, lab_nodes
 
 # Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
@@ -62,6 +62,8 @@ class LabStatus:
     # The key and known hosts that reach the nodes as root over SSH ("" before `up`).
     ssh_private_key: str = ""
     ssh_known_hosts: str = ""
+    # The lab's Hub (the model's source) on the lab network ("" when it does not run).
+    hub_url: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -193,6 +195,8 @@ def up(
                 _create_node(lab, node, image, ssh)
             elif current["State"] != "running":
                 podman.run("start", node.container)
+    with console.status("starting the lab's Hub"):
+        hub.ensure(lab, hub_image_ref())
     _wait_booted(members, console)
     with console.status("installing the lab's SSH key"):
         addresses = access.management_addresses([node.container for node in members], lab)
@@ -219,6 +223,8 @@ def down(console: Console, lab: str = DEFAULT_LAB) -> list[str]:
         podman.remove_container(name)
         podman.run("volume", "rm", "-f", f"{name}-containers", check=False)
         removed.append(name)
+    if hub.remove(lab):
+        removed.append(hub.container_name(lab))
     if podman.network_exists(lab) and _lab_network(lab):
         podman.run("network", "rm", "-f", lab)
         removed.append(f"network {lab}")
@@ -276,10 +282,12 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
             node.links = _links(name)
         nodes.append(node)
     ssh = access.access_of(lab)
+    hub_address = hub.address(lab)
     return LabStatus(
         lab=lab,
         image_current=node_image_ref(),
         nodes=nodes,
         ssh_private_key=str(ssh.private_key) if ssh.private_key.is_file() else "",
         ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
+        hub_url=f"http://{hub_address}:{hub.HUB_PORT}" if hub_address else "",
     )

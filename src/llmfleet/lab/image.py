@@ -5,7 +5,9 @@ recipe changes:
 
 * ``localhost/llmfleet-lab-rootfs:<digest>``: Debian bookworm from debootstrap, imported;
 * ``localhost/llmfleet-lab-node:<digest>``: ``assets/image/Containerfile`` on top of it
-  (packages, vLLM's CPU build, the generated model, the hardware emulators).
+  (packages, vLLM's CPU build, the hardware emulators);
+* ``localhost/llmfleet-lab-hub:<digest>``: ``assets/image/Containerfile.hub`` on top of the
+  node image: the generated tiny model, published by the lab's Hub server.
 
 Images live in the container engine's storage, outside the checkout, so a fresh clone on
 the same machine reuses them. Nothing names a host: the Debian mirror and the pip settings
@@ -50,6 +52,7 @@ DEBOOTSTRAP_PACKAGES = (
 )
 ROOTFS_REPOSITORY = "localhost/llmfleet-lab-rootfs"
 NODE_REPOSITORY = "localhost/llmfleet-lab-node"
+HUB_REPOSITORY = "localhost/llmfleet-lab-hub"
 # Where the build sees the certificate bundle of the machine that builds (not the
 # image's own bundle path, which its ca-certificates package rewrites).
 BUILD_CERT_PATH = "/run/llmfleet-build/ca-bundle.crt"
@@ -92,6 +95,11 @@ def node_tag() -> str:
 
 def node_image_ref() -> str:
     return f"{NODE_REPOSITORY}:{node_tag()}"
+
+
+def hub_image_ref() -> str:
+    """The Hub image shares the node's tag: both come from the same recipe folder."""
+    return f"{HUB_REPOSITORY}:{node_tag()}"
 
 
 def debian_mirror(
@@ -299,19 +307,25 @@ def _build_rootfs(progress: BuildProgress) -> str:
     return ref
 
 
-def _build_node(progress: BuildProgress, base: str, rebuild: bool) -> str:
-    ref = node_image_ref()
+def _build(
+    progress: BuildProgress,
+    ref: str,
+    containerfile: str,
+    build_args: Mapping[str, str],
+    rebuild: bool,
+) -> str:
+    """``podman build`` of one Containerfile of the recipe folder, with its progress."""
     settings = pip_settings()
-    log_path = cache_dir() / f"node-{node_tag()}.log"
-    cmd = ["podman", "build", "--layers", "-t", ref, "--build-arg", f"BASE_IMAGE={base}"]
+    log_path = cache_dir() / f"{ref.rsplit('/', 1)[-1].replace(':', '-')}.log"
+    cmd = ["podman", "build", "--layers", "-t", ref]
     if rebuild:
         cmd.append("--no-cache")
-    for key, value in settings.build_args.items():
+    for key, value in {**build_args, **settings.build_args}.items():
         cmd += ["--build-arg", f"{key}={value}"]
     for volume in settings.volumes:
         cmd += ["-v", volume]
-    cmd += ["-f", str(ASSETS_DIR / "Containerfile"), str(ASSETS_DIR)]
-    progress.stage(f"node image {ref} (log: {log_path})")
+    cmd += ["-f", str(ASSETS_DIR / containerfile), str(ASSETS_DIR)]
+    progress.stage(f"image {ref} (log: {log_path})")
     for line in _stream(cmd, log_path, progress):
         match = STEP_PATTERN.match(line)
         if match:
@@ -319,24 +333,29 @@ def _build_node(progress: BuildProgress, base: str, rebuild: bool) -> str:
             progress.step(int(step), int(total), what[:70])
         elif line.strip():
             progress.detail(line.strip()[:70])
-    progress.done(f"node image {ref} built")
+    progress.done(f"image {ref} built")
     return ref
 
 
 def ensure_image(console: Console, rebuild: bool = False) -> str:
-    """Return the node image reference, building whatever stage is missing."""
-    ref = node_image_ref()
-    if podman.image_exists(ref) and not rebuild:
-        return ref
+    """Return the node image reference, building whatever stage is missing (the node
+    image, then the Hub image on top of it)."""
+    node, hub = node_image_ref(), hub_image_ref()
+    if podman.image_exists(node) and podman.image_exists(hub) and not rebuild:
+        return node
     with BuildProgress(console) as progress:
-        return _build_node(progress, _build_rootfs(progress), rebuild)
+        if rebuild or not podman.image_exists(node):
+            base = _build_rootfs(progress)
+            _build(progress, node, "Containerfile", {"BASE_IMAGE": base}, rebuild)
+        _build(progress, hub, "Containerfile.hub", {"NODE_IMAGE": node}, rebuild)
+    return node
 
 
 def prune_old_images(console: Console) -> list[str]:
     """Remove node and rootfs images whose tag no longer matches the recipe."""
-    keep = {node_image_ref(), f"{ROOTFS_REPOSITORY}:{rootfs_tag()}"}
+    keep = {node_image_ref(), hub_image_ref(), f"{ROOTFS_REPOSITORY}:{rootfs_tag()}"}
     removed = []
-    for repository in (NODE_REPOSITORY, ROOTFS_REPOSITORY):
+    for repository in (HUB_REPOSITORY, NODE_REPOSITORY, ROOTFS_REPOSITORY):
         for ref in podman.image_refs(repository):
             if ref not in keep and podman.remove_image(ref):
                 removed.append(ref)

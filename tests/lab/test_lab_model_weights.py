@@ -1,0 +1,95 @@
+"""The model's weights on the lab: fetched once from the lab's Hub with huggingface_hub,
+copied to spark-2 over its CX7 link, every byte verified, damage found by name and
+repaired, nothing moved when nothing changed."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from .conftest import Lab, changed_counts, run_up
+
+MODEL = "/opt/models/llmfleet-tiny"
+STATE = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny.json"
+# spark-2's half of CX7 port 1 (inventory/lab: llmfleet_fabric_ports [1]).
+FABRIC_DEVICE = "rocep1s0f1"
+
+
+def weights_only(lab: Lab) -> subprocess.CompletedProcess[str]:
+    """`llmfleet up --tags model_weights`: the whole inventory checked, then only the role."""
+    return run_up(lab, "--tags", "model_weights")
+
+
+def received_bytes(lab: Lab, node: str) -> int:
+    run = lab.run(
+        "ansible", node, "-i", "inventory/lab", "-o",
+        "-m", "llmfleet.cluster.rdma_counters", "-a", f"device={FABRIC_DEVICE}",
+        env={"ANSIBLE_STDOUT_CALLBACK": "default", "ANSIBLE_CALLBACK_RESULT_FORMAT": "json"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    return int(json.loads(run.stdout.split("=>", 1)[1])["counters"]["port_rcv_data"])
+
+
+def model_bytes(lab: Lab, node: str) -> int:
+    return int(lab.out(node, f"find {MODEL} -path '*/.cache' -prune -o -type f -printf '%s\\n'"
+                       " | paste -sd+ | bc"))  # fmt: skip
+
+
+def checksums(lab: Lab, node: str) -> str:
+    return lab.out(node, f"cd {MODEL} && find . -path ./.cache -prune -o -type f -print0"
+                         " | sort -z | xargs -0 sha256sum")  # fmt: skip
+
+
+def test_the_model_came_from_the_hub_to_spark_1_and_over_the_fabric_to_spark_2(
+    lab: Lab, site
+) -> None:
+    assert site.returncode == 0, site.stdout[-6000:]
+    assert checksums(lab, "spark-1") == checksums(lab, "spark-2")
+    records = {node: json.loads(lab.out(node, f"cat {STATE}")) for node in ("spark-1", "spark-2")}
+    revisions = {node: record["source"]["revision"] for node, record in records.items()}
+    assert len(set(revisions.values())) == 1, revisions
+    assert re.fullmatch(r"[0-9a-f]{40}", revisions["spark-1"]), revisions
+    # spark-2 never spoke to the Hub: its copy came from spark-1.
+    assert "huggingface" not in lab.out("spark-2", f"ls -a {MODEL}/.cache 2>/dev/null || true")
+
+
+def test_a_copy_moves_the_model_over_spark_2s_cx7_link(lab: Lab, site) -> None:
+    size = model_bytes(lab, "spark-1")
+    lab.sh("spark-2", f"rm -rf {MODEL} {STATE}")
+    before = received_bytes(lab, "spark-2")
+    proc = weights_only(lab)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    received = received_bytes(lab, "spark-2") - before
+    assert received >= size, (received, size)
+    assert checksums(lab, "spark-2") == checksums(lab, "spark-1")
+    # Fetched once: spark-1 already held a verified copy and moved nothing.
+    assert changed_counts(proc.stdout).get("spark-1") == 0, proc.stdout[-6000:]
+
+
+def test_a_flipped_byte_on_spark_2_is_named_and_only_that_file_copied_again(
+    lab: Lab, site
+) -> None:
+    flip = (
+        "import sys; p = sys.argv[1]; f = open(p, 'r+b'); f.seek(4096); b = f.read(1);"
+        " f.seek(4096); f.write(bytes([b[0] ^ 0xFF])); f.close()"
+    )
+    lab.sh("spark-2", f"python3 -c \"{flip}\" {MODEL}/model.safetensors")
+    untouched = lab.out("spark-2", f"stat -c %Y.%i {MODEL}/tokenizer.json")
+    assert checksums(lab, "spark-2") != checksums(lab, "spark-1")
+    proc = weights_only(lab)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    flat = " ".join(proc.stdout.split())
+    assert re.search(r"model\.safetensors: sha256 [0-9a-f]+", flat), flat[-6000:]
+    assert checksums(lab, "spark-2") == checksums(lab, "spark-1")
+    assert lab.out("spark-2", f"stat -c %Y.%i {MODEL}/tokenizer.json") == untouched
+
+
+def test_a_second_run_copies_and_hashes_nothing(lab: Lab, site) -> None:
+    first = weights_only(lab)
+    assert first.returncode == 0, first.stdout[-6000:]
+    proc = weights_only(lab)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    assert set(changed_counts(proc.stdout).values()) == {0}, proc.stdout[-6000:]
+    assert "Pull the missing and damaged files" not in proc.stdout
+    assert "Download the missing files from the hub" not in proc.stdout.replace("skipping", "")
