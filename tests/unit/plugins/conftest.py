@@ -1,6 +1,7 @@
 """Shared by the plugin tests: a DGX Spark's /sys/class/infiniband built in tmp_path,
-the fake OpenAI-compatible server (``fake_server``), and two ways to run a module
-(in-process with patch_module_args, and through the real ``ansible`` ad-hoc command).
+the fake OpenAI-compatible server (``fake_server``), the lab's Hugging Face Hub over a
+small model repo (``lab_hubs``), and two ways to run a module (in-process with
+patch_module_args, and through the real ``ansible`` ad-hoc command).
 
 The tree has the kernel's layout (the lab's llmfleet-lab-rdmad publishes the same):
 ``<root>/class/infiniband/<dev>/{node_type,node_guid,fw_ver,hca_type,board_id,
@@ -29,6 +30,7 @@ from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.testing import patch_module_args
 
 from tests.unit.plugins.fake_llm_server import FakeLlmServer, fake_servers
+from tests.unit.plugins.lab_hub import LabHub, hubs
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -289,3 +291,10 @@ def ansible_adhoc(
 def fake_server() -> Iterator[Callable[..., FakeLlmServer]]:
     """Starts fake OpenAI-compatible servers (any settings), all stopped after the test."""
     yield from fake_servers()
+
+
+@pytest.fixture(scope="session")
+def lab_hubs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LabHub]]:
+    """The lab's Hub over tests/unit/plugins/lab_hub.py's model repo: ``open``, and
+    ``token`` (every request needs lab_hub.TOKEN); stopped at the end of the session."""
+    yield from hubs(tmp_path_factory.mktemp("lab-hub"))

@@ -1,0 +1,129 @@
+"""The lab's Hugging Face Hub (``llmfleet-lab-hub``, an emulator of the lab image) for tests.
+
+``write_model_repo`` lays out a small model repo (a config, a tokenizer, a few KB of
+``model.safetensors``, a file in a subfolder, and a ``.cache`` folder the server must
+skip); ``start_hub`` runs the server over it as a subprocess of this Python on a free
+port of 127.0.0.1, optionally with a token file, and reads the commit sha it announces.
+Its request log (stderr) goes to a file the tests read to see what a client asked for.
+
+The server lives in the checkout's ``src/``, which ``ansible-test units`` (a copy of the
+collection) does not have: there ``hub_script`` skips the tests that need it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+HUB_SCRIPT = (
+    Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators/llmfleet-lab-hub"
+)
+REPO_ID = "llmfleet/tiny-hub"
+TOKEN = "hf_labTestToken0123456789"  # a test value, never a real token
+
+
+def model_files() -> dict[str, bytes]:
+    """Path in the repo -> content; the weights are 40 KiB of seeded noise."""
+    weights = random.Random(7).randbytes(40 * 1024)
+    return {
+        ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n",
+        "config.json": json.dumps({"model_type": "llama", "hidden_size": 64}).encode(),
+        "tokenizer.json": json.dumps({"version": "1.0", "vocab": {"a": 0}}).encode(),
+        "model.safetensors": weights,
+        "extra/notes.md": b"# notes\n",
+    }
+
+
+def write_model_repo(root: Path, files: dict[str, bytes] | None = None) -> dict[str, bytes]:
+    """``root/<REPO_ID>/...`` with ``files`` (default ``model_files()``), plus a hidden
+    ``.cache`` folder that is not part of the repo."""
+    files = model_files() if files is None else files
+    repo = root / REPO_ID
+    for name, content in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_bytes(content)
+    (repo / ".cache").mkdir(exist_ok=True)
+    (repo / ".cache" / "leftover.lock").write_bytes(b"not served")
+    return files
+
+
+def git_blob_sha1(content: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def hub_script() -> Path:
+    if not HUB_SCRIPT.is_file():
+        pytest.skip("the lab's Hub server (src/llmfleet/lab/...) is not in this copy")
+    return HUB_SCRIPT
+
+
+@dataclass
+class LabHub:
+    url: str
+    commit: str
+    banner: list[str]
+    log_path: Path
+    process: subprocess.Popen[str] = field(repr=False)
+
+    def log(self) -> list[str]:
+        return self.log_path.read_text(encoding="utf-8").splitlines()
+
+    def file_gets(self) -> list[str]:
+        """The request lines of every file download (GET .../resolve/...) so far."""
+        return [line for line in self.log() if re.search(r'"GET /\S+/resolve/', line)]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def start_hub(root: Path, log_path: Path, token_file: Path | None = None) -> LabHub:
+    """The server over ``root`` on a free port; returns once it listens."""
+    cmd = [sys.executable, str(hub_script()), "--root", str(root), "--host", "127.0.0.1"]
+    cmd += ["--port", "0"]
+    if token_file is not None:
+        cmd += ["--token-file", str(token_file)]
+    with log_path.open("w", encoding="utf-8") as log:
+        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+    assert process.stdout is not None
+    banner: list[str] = []
+    while not (banner and banner[-1].startswith("listening on ")):
+        line = process.stdout.readline()
+        if not line:  # it exited
+            process.wait(timeout=5)
+            raise AssertionError(f"the hub did not start: {banner}\n{log_path.read_text()}")
+        banner.append(line.strip())
+    url = re.search(r"http://\S+", banner[-1])
+    commit = re.search(rf"serving {REPO_ID} main=([0-9a-f]{{40}})", "\n".join(banner))
+    assert url and commit, banner
+    return LabHub(url[0], commit[1], banner, log_path, process)
+
+
+def hubs(base: Path) -> Iterator[dict[str, LabHub]]:
+    """The body of a fixture: an open hub and one that needs ``TOKEN``, over one repo."""
+    root = base / "hub"
+    write_model_repo(root)
+    (base / "token").write_text(TOKEN + "\n", encoding="utf-8")
+    started: dict[str, LabHub] = {}
+    try:
+        started["open"] = start_hub(root, base / "open.log")
+        started["token"] = start_hub(root, base / "token.log", token_file=base / "token")
+        yield started
+    finally:
+        for hub in started.values():
+            hub.stop()

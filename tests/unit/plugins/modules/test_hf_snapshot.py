@@ -1,0 +1,214 @@
+"""modules/hf_snapshot against the lab's Hub (a subprocess): info, present, idempotence,
+check mode, diff, the hub's errors and the token, in-process and through `ansible`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("huggingface_hub")
+
+from ansible_collections.llmfleet.cluster.plugins.modules import hf_snapshot
+
+from tests.unit.plugins.conftest import ansible_adhoc
+from tests.unit.plugins.fake_llm_server import free_port
+from tests.unit.plugins.lab_hub import REPO_ID, TOKEN, LabHub, git_blob_sha1, model_files
+
+RunModule = Callable[..., tuple[int, dict[str, Any]]]
+FILES = model_files()
+PATHS = sorted(FILES)
+
+
+@pytest.fixture
+def hub(lab_hubs: dict[str, LabHub]) -> LabHub:
+    return lab_hubs["open"]
+
+
+def args(hub: LabHub, **more: Any) -> dict[str, Any]:
+    return {"repo_id": REPO_ID, "endpoint": hub.url, **more}
+
+
+def test_info_reads_the_revision(hub: LabHub, run_module: RunModule) -> None:
+    rc, result = run_module(hf_snapshot, args(hub, state="info"))
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["revision"] == hub.commit
+    assert result["requested_revision"] == "main"
+    assert result["endpoint"] == hub.url
+    assert result["state"] == "info"
+    files = {entry["path"]: entry for entry in result["files"]}
+    assert [entry["path"] for entry in result["files"]] == PATHS
+    weights = FILES["model.safetensors"]
+    assert files["model.safetensors"]["sha256"] == hashlib.sha256(weights).hexdigest()
+    assert files["model.safetensors"]["size"] == len(weights)
+    assert files["config.json"] == {
+        "path": "config.json",
+        "size": len(FILES["config.json"]),
+        "sha256": None,
+        "git_sha1": git_blob_sha1(FILES["config.json"]),
+    }
+    assert result["total_bytes"] == sum(len(content) for content in FILES.values())
+    assert "downloaded" not in result
+    assert "local_dir" not in result
+
+
+def test_patterns_select_as_snapshot_download_does(hub: LabHub, run_module: RunModule) -> None:
+    rc, result = run_module(
+        hf_snapshot,
+        args(hub, state="info", revision=hub.commit, allow_patterns=["*.json", "extra/*"]),
+    )
+    assert rc == 0, result
+    assert result["revision"] == hub.commit
+    assert [f["path"] for f in result["files"]] == [
+        "config.json",
+        "extra/notes.md",
+        "tokenizer.json",
+    ]
+    rc, result = run_module(hf_snapshot, args(hub, state="info", ignore_patterns=["*.json"]))
+    assert [f["path"] for f in result["files"]] == [
+        ".gitattributes",
+        "extra/notes.md",
+        "model.safetensors",
+    ]
+
+
+def test_present_downloads_then_changes_nothing(
+    hub: LabHub, run_module: RunModule, tmp_path: Path
+) -> None:
+    target = tmp_path / "models" / "tiny"  # parents are created
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target)))
+    assert rc == 0, result
+    assert result["changed"] is True
+    assert result["downloaded"] == PATHS
+    assert result["local_dir"] == str(target)
+    assert result["revision"] == hub.commit
+    assert "diff" not in result
+    for name, content in FILES.items():
+        assert (target / name).read_bytes() == content, name
+    gets = len(hub.file_gets())
+
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target)))
+    assert rc == 0, result
+    assert result["changed"] is False
+    assert result["downloaded"] == []
+    assert len(hub.file_gets()) == gets
+
+
+def test_check_mode_lists_what_is_missing_or_resized(
+    hub: LabHub, run_module: RunModule, tmp_path: Path
+) -> None:
+    target = tmp_path / "model"
+    check = args(hub, local_dir=str(target), _ansible_check_mode=True)
+    rc, result = run_module(hf_snapshot, check)
+    assert rc == 0, result
+    assert (result["changed"], result["downloaded"]) == (True, PATHS)
+    assert not target.exists()
+
+    run_module(hf_snapshot, args(hub, local_dir=str(target)))
+    rc, result = run_module(hf_snapshot, check)
+    assert (result["changed"], result["downloaded"]) == (False, [])
+
+    (target / "config.json").write_bytes(b"{}")
+    rc, result = run_module(hf_snapshot, check)
+    assert (result["changed"], result["downloaded"]) == (True, ["config.json"])
+    assert (target / "config.json").read_bytes() == b"{}"
+
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target), _ansible_diff=True))
+    assert rc == 0, result
+    assert (result["changed"], result["downloaded"]) == (True, ["config.json"])
+    assert (target / "config.json").read_bytes() == FILES["config.json"]
+    assert result["diff"]["before"] == "config.json: 2\n"
+    assert result["diff"]["after"] == f"config.json: {len(FILES['config.json'])}\n"
+
+
+def test_patterns_limit_the_download(hub: LabHub, run_module: RunModule, tmp_path: Path) -> None:
+    rc, result = run_module(
+        hf_snapshot, args(hub, local_dir=str(tmp_path), ignore_patterns=["*.safetensors"])
+    )
+    assert rc == 0, result
+    assert "model.safetensors" not in result["downloaded"]
+    assert not (tmp_path / "model.safetensors").exists()
+    assert (tmp_path / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"revision": "v9"}, f"revision 'v9' of {REPO_ID} not found on http://"),
+        ({"revision": "0" * 40}, "no branch, tag or commit has that name"),
+        ({"repo_id": "llmfleet/none"}, "repository llmfleet/none not found on http://"),
+    ],
+)
+def test_hub_errors_name_repo_and_revision(
+    hub: LabHub, run_module: RunModule, tmp_path: Path, change: dict[str, str], message: str
+) -> None:
+    rc, result = run_module(hf_snapshot, {**args(hub, local_dir=str(tmp_path)), **change})
+    assert rc == 1
+    assert result["failed"] is True
+    assert message in result["msg"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_endpoint(run_module: RunModule) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    rc, result = run_module(
+        hf_snapshot, {"repo_id": REPO_ID, "endpoint": endpoint, "state": "info"}
+    )
+    assert rc == 1
+    assert f"the hub at {endpoint} is unreachable" in result["msg"]
+
+
+def test_token_is_used_and_never_shown(
+    lab_hubs: dict[str, LabHub],
+    run_module: RunModule,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    hub = lab_hubs["token"]
+    rc, result = run_module(hf_snapshot, args(hub, state="info"))
+    assert rc == 1
+    assert "wants a token" in result["msg"]
+    assert "HTTP 401" in result["msg"]
+
+    rc, result = run_module(hf_snapshot, args(hub, state="info", token="hf_notTheRightOne"))
+    assert rc == 1
+    assert "refused the token" in result["msg"]
+    assert "hf_notTheRightOne" not in json.dumps(result)
+
+    target = tmp_path / "model"
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target), token=TOKEN))
+    assert rc == 0, result
+    assert result["downloaded"] == PATHS
+    assert TOKEN not in json.dumps(result)
+    assert TOKEN not in json.dumps(dict(os.environ))
+
+
+def test_present_needs_local_dir(run_module: RunModule) -> None:
+    rc, result = run_module(hf_snapshot, {"repo_id": REPO_ID})
+    assert rc == 1
+    assert "local_dir" in result["msg"]
+
+
+def test_missing_library_is_named(run_module: RunModule, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hf_snapshot, "HUB_IMPORT_ERROR", "Traceback: No module named x")
+    rc, result = run_module(hf_snapshot, {"repo_id": REPO_ID, "state": "info"})
+    assert rc == 1
+    assert "huggingface_hub" in result["msg"]
+
+
+def test_through_ansible_with_a_token(lab_hubs: dict[str, LabHub]) -> None:
+    hub = lab_hubs["token"]
+    status, result = ansible_adhoc(
+        "llmfleet.cluster.hf_snapshot",
+        f"repo_id={REPO_ID} endpoint={hub.url} state=info token={TOKEN}",
+    )
+    assert status == "SUCCESS", result
+    assert result["revision"] == hub.commit
+    assert TOKEN not in json.dumps(result)
