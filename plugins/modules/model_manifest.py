@@ -357,6 +357,12 @@ def main():
         result["diff"] = diff
     if params["fail_on_bad"] and not result["verified"]:
         module.fail_json(msg=describe_problems(result), **result)
+    # Damage found on a run that goes on (it is copied again): said, by file, where a
+    # user looks.
+    removed = set(result["removed"])
+    for bad in result["bad"]:
+        fate = "removed, to be copied again" if bad["path"] in removed else "left as it is"
+        module.warn(f"{result['path']}/{bad['path']}: {bad['reason']}; {fate}")
     module.exit_json(**result)
 
 

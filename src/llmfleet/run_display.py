@@ -252,6 +252,7 @@ class RunProgress:
             st.changed += int(changed)
             word, style = ("changed", "yellow") if changed else ("ok", "green")
             self._line(host, word, label, style)
+            self._warnings(host, res)
             action = data.get("task_action")
             if action in REPORT_ACTIONS:
                 self.reports += [str(res[k]) for k in REPORT_KEYS if res.get(k)]
@@ -279,6 +280,13 @@ class RunProgress:
         else:  # runner_on_async_*, runner_on_no_hosts ...
             return
         row.task = label
+
+    def _warnings(self, host: str, res: Mapping[str, Any]) -> None:
+        """What a module warned of in a task that went on (damage it repaired, say), in
+        both display modes."""
+        for warning in res.get("warnings") or []:
+            text = warning.get("msg", warning) if isinstance(warning, dict) else warning
+            self._print(Text.assemble((f"[{host}] warning: ", "bold yellow"), str(text)))
 
     def _debug_message(self, host: str, res: Mapping[str, Any]) -> None:
         """What a playbook chose to show the user (debug tasks, assert success messages),

@@ -87,6 +87,13 @@ def test_other_host_verifies_against_the_source_manifest(
     assert second["hashed"] == ["model-00001-of-00002.safetensors"]
     assert [b["path"] for b in second["bad"]] == ["model-00001-of-00002.safetensors"]
     assert second["verified"] is False
+    # Said where a user looks (the run's warnings), by file and reason.
+    warnings = json.dumps(second["warnings"])
+    assert f"{copy}/model-00001-of-00002.safetensors: sha256 " in warnings, warnings
+    assert "; left as it is" in warnings, warnings
+    args["remove_bad"] = True
+    rc, third = run_module(model_manifest, args)
+    assert "; removed, to be copied again" in json.dumps(third["warnings"]), third
 
 
 def test_fail_on_bad_names_each_file_and_why(
