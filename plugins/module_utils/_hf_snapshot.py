@@ -2,9 +2,11 @@
 # Apache License 2.0 (see the collection's galaxy.yml)
 """Model weights from a Hugging Face Hub at a pinned revision, with huggingface_hub.
 
-``read_revision`` asks the hub what a revision is (its commit sha) and holds (the files,
-their sizes and hashes, filtered as ``snapshot_download`` filters them); ``snapshot``
-downloads that commit into a local folder and says which files the download wrote.
+``resolve`` asks the hub what a revision is (its commit sha) and holds (the files, their
+sizes and hashes, filtered as ``snapshot_download`` filters them). On top of it, ``read``
+(module hf_snapshot_info) can add the repository's parsed config.json, and ``download``
+(module hf_snapshot) downloads that commit into a local folder and says which files the
+download wrote. Both modules take HUB_OPTIONS.
 Hub failures become ``HubRequestError`` with a message naming the repo, the revision and
 the hub's reason. The token goes to huggingface_hub as an argument only: never into the
 environment, a message or a result.
@@ -12,10 +14,15 @@ environment, a message or a result.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import os
 import stat
+import tempfile
 import traceback
+
+from ansible.module_utils.basic import missing_required_lib
 
 # huggingface_hub reads these when it is imported: no telemetry, and no progress bars
 # (a module's output is captured; bars would only fill it).
@@ -40,10 +47,34 @@ except ImportError:
 
 HUB_LIBRARY = "huggingface_hub"
 HUB_LIBRARY_URL = "https://pypi.org/project/huggingface-hub/"
+CONFIG_FILE = "config.json"
+
+# The options hf_snapshot and hf_snapshot_info share (doc fragment llmfleet.cluster.hf_hub).
+HUB_OPTIONS = {
+    "repo_id": {"type": "str", "required": True},
+    "revision": {"type": "str", "default": "main"},
+    "endpoint": {"type": "str"},
+    "token": {"type": "str", "no_log": True},
+    "allow_patterns": {"type": "list", "elements": "str"},
+    "ignore_patterns": {"type": "list", "elements": "str"},
+}
 
 
 class HubRequestError(Exception):
     """The hub or the local folder failed the request; the message says why."""
+
+
+def hub_args(params):
+    """The HUB_OPTIONS of a module's params, as keyword arguments of ``read`` and ``download``."""
+    return {name: params[name] for name in HUB_OPTIONS}
+
+
+def require_hub_library(module):
+    """Fail ``module`` with the usual message when huggingface_hub cannot be imported."""
+    if HUB_IMPORT_ERROR is not None:
+        module.fail_json(
+            msg=missing_required_lib(HUB_LIBRARY, url=HUB_LIBRARY_URL), exception=HUB_IMPORT_ERROR
+        )
 
 
 def transport_errors():
@@ -128,6 +159,23 @@ def explain(error, repo_id, revision, endpoint, token_given):
     )
 
 
+@contextlib.contextmanager
+def hub_errors(repo_id, revision, endpoint, token, doing=None):
+    """Turns a failed hub request into HubRequestError (``explain``'s sentence, without the
+    token); an OSError too when ``doing`` says what was being done (a local folder's failure)."""
+    try:
+        yield
+    except HubRequestError:
+        raise
+    except Exception as error:
+        message = explain(error, repo_id, revision, endpoint, token is not None)
+        if message is None and doing and isinstance(error, OSError):
+            message = "{0} failed: {1}: {2}".format(doing, type(error).__name__, error)
+        if message is None:
+            raise
+        raise HubRequestError(scrub(message, token)) from error
+
+
 def file_entry(sibling):
     lfs = getattr(sibling, "lfs", None)
     return {
@@ -202,39 +250,69 @@ def file_diff(local_dir, paths, before, files):
     }
 
 
-def snapshot(
+def resolve(
     repo_id,
     *,
     revision="main",
     endpoint=None,
     token=None,
-    local_dir=None,
-    state="present",
     allow_patterns=None,
     ignore_patterns=None,
-    check_mode=False,
 ):
-    """The module's result (without ``changed``); raises HubRequestError.
-
-    ``state=info`` only reads the revision. ``state=present`` downloads its commit into
-    ``local_dir`` (in check mode: says which files are missing or of another size there).
-    """
+    """What both modules start with: the commit ``revision`` names on the hub and the files
+    the patterns select (``read_revision``), plus the hub's URL; raises HubRequestError."""
     disable_progress_bars()
     url = hub_endpoint(endpoint)
     api = HfApi(endpoint=url, token=token)
-    try:
+    with hub_errors(repo_id, revision, url, token):
         result = read_revision(api, repo_id, revision, allow_patterns, ignore_patterns)
-    except HubRequestError:
-        raise
-    except Exception as error:
-        message = explain(error, repo_id, revision, url, token is not None)
-        if message is None:
-            raise
-        raise HubRequestError(scrub(message, token)) from error
-    result.update(endpoint=url, state=state)
-    if state == "info":
-        return result
+    result["endpoint"] = url
+    return result
 
+
+def read(read_config=False, **hub):
+    """hf_snapshot_info's result (without ``changed``); raises HubRequestError.
+
+    ``hub`` are the HUB_OPTIONS. With ``read_config``, ``config`` is the repository's
+    config.json at the resolved commit when the patterns select it, else ``{}``.
+    """
+    result = resolve(**hub)
+    selected = any(entry["path"] == CONFIG_FILE for entry in result["files"])
+    result["config"] = model_config(result, hub.get("token")) if read_config and selected else {}
+    return result
+
+
+def model_config(result, token):
+    """config.json of the resolved commit, downloaded into a temporary folder and parsed."""
+    repo_id, commit, url = result["repo_id"], result["revision"], result["endpoint"]
+    where = "{0} of {1} at revision {2!r} ({3})".format(
+        CONFIG_FILE, repo_id, result["requested_revision"], commit
+    )
+    with tempfile.TemporaryDirectory(prefix="llmfleet-hf-config-") as folder:
+        with hub_errors(repo_id, commit, url, token, doing="downloading " + where):
+            path = hf_hub_download(
+                repo_id, CONFIG_FILE, revision=commit, local_dir=folder, token=token, endpoint=url
+            )
+        with open(path, "rb") as handle:
+            content = handle.read()
+    try:
+        config = json.loads(content)
+    except ValueError as error:
+        raise HubRequestError("{0} is not valid JSON: {1}".format(where, error)) from error
+    if not isinstance(config, dict):
+        raise HubRequestError(
+            "{0} is not a JSON object but a {1}".format(where, type(config).__name__)
+        )
+    return config
+
+
+def download(local_dir, check_mode=False, **hub):
+    """hf_snapshot's result (without ``changed``); raises HubRequestError.
+
+    ``hub`` are the HUB_OPTIONS. The resolved commit is downloaded into ``local_dir``; in
+    check mode nothing is, and ``downloaded`` lists the files missing or of another size there.
+    """
+    result = resolve(**hub)
     local_dir = os.path.abspath(local_dir)
     paths = [entry["path"] for entry in result["files"]]
     before = local_state(local_dir, paths)
@@ -242,7 +320,8 @@ def snapshot(
     if check_mode:
         downloaded = missing_or_resized(local_dir, result["files"])
     else:
-        fetch(result, local_dir, token, allow_patterns, ignore_patterns)
+        token = hub.get("token")
+        fetch(result, local_dir, token, hub.get("allow_patterns"), hub.get("ignore_patterns"))
         downloaded = changed_paths(before, local_state(local_dir, paths))
     result["downloaded"] = downloaded
     result["diff"] = file_diff(local_dir, downloaded, before, result["files"])
@@ -257,22 +336,14 @@ def fetch(result, local_dir, token, allow_patterns, ignore_patterns):
     with force_download."""
     repo_id, commit, url = result["repo_id"], result["revision"], result["endpoint"]
     common = {"revision": commit, "local_dir": local_dir, "token": token, "endpoint": url}
-    try:
+    doing = "downloading {0} at {1} into {2}".format(repo_id, commit, local_dir)
+    with hub_errors(repo_id, commit, url, token, doing=doing):
         os.makedirs(local_dir, exist_ok=True)
         snapshot_download(
             repo_id, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns, **common
         )
         for path in missing_or_resized(local_dir, result["files"]):
             hf_hub_download(repo_id, path, force_download=True, **common)
-    except Exception as error:
-        message = explain(error, repo_id, commit, url, token is not None)
-        if message is None and isinstance(error, OSError):
-            message = "downloading {0} at {1} into {2} failed: {3}: {4}".format(
-                repo_id, commit, local_dir, type(error).__name__, error
-            )
-        if message is None:
-            raise
-        raise HubRequestError(scrub(message, token)) from error
     missing = missing_or_resized(local_dir, result["files"])
     if missing:
         raise HubRequestError(

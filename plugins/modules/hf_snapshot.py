@@ -1,88 +1,45 @@
 #!/usr/bin/python
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see the collection's galaxy.yml)
-"""Ansible module hf_snapshot: a model repository of a Hugging Face Hub at a pinned revision."""
+"""Ansible module hf_snapshot: downloads a model of a Hugging Face Hub at a pinned revision."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: hf_snapshot
-short_description: Read, or download into a folder, a model of a Hugging Face Hub at one revision
+short_description: Download a model of a Hugging Face Hub at one revision into a folder
 version_added: "0.1.0"
 author:
   - llmfleet maintainers (!UNKNOWN)
 description:
   - Asks the hub what O(revision) of model repository O(repo_id) is and holds, with the
     C(huggingface_hub) client (C(model_info) with the files' metadata), the hub being
-    huggingface.co, a mirror, or the llmfleet lab's own Hub.
+    huggingface.co, a mirror, or the llmfleet lab's own Hub; then downloads that commit (not
+    the branch, which could move meanwhile) into O(local_dir) with C(snapshot_download).
+  - Only the files that O(allow_patterns) and O(ignore_patterns) select are downloaded. Files
+    already there at that commit are kept; RV(downloaded) lists those the download wrote.
   - RV(revision) is the commit sha the revision names, RV(files) the files the patterns
     select, with their sizes and hashes, so that a play can pin the commit it downloaded and
     check the weights it spread.
-  - With O(state=present) the module downloads that commit (not the branch, which could move
-    meanwhile) into O(local_dir) with C(snapshot_download). Files already there at that
-    commit are kept; RV(downloaded) lists those the download wrote.
-  - Runs on the host that downloads, with a Python that has C(huggingface_hub) (set
-    C(ansible_python_interpreter) for the task).
+  - To read the revision (and the model's C(config.json)) without downloading, use
+    M(llmfleet.cluster.hf_snapshot_info).
 options:
-  repo_id:
-    description:
-      - The model repository, V(<org>/<name>), for example V(Qwen/Qwen3-0.6B).
-    type: str
-    required: true
-  revision:
-    description:
-      - A branch or tag name, or a 40-hex commit sha. Pin a commit sha for weights that
-        cannot change under a deployment.
-    type: str
-    default: main
-  endpoint:
-    description:
-      - The hub's URL, for example V(http://hub.lab:8080).
-      - When omitted, C(huggingface_hub)'s own default is used (C(HF_ENDPOINT) of the
-        module's environment, else V(https://huggingface.co)).
-    type: str
-  token:
-    description:
-      - A token for the hub, for private or gated repositories (or a hub that wants one for
-        everything).
-      - When omitted, C(huggingface_hub) looks for one as usual (C(HF_TOKEN) of the module's
-        environment, the token file C(hf auth login) saved).
-      - Handed to C(huggingface_hub) only; never in a result, a log or an environment.
-    type: str
   local_dir:
     description:
-      - The folder the files are downloaded into (created with its parents). Required with
-        O(state=present).
+      - The folder the files are downloaded into (created with its parents).
       - C(huggingface_hub) keeps its bookkeeping in C(<local_dir>/.cache/huggingface/).
     type: path
-  state:
-    description:
-      - V(info) only reads the revision from the hub; V(present) also downloads it into
-        O(local_dir).
-    type: str
-    choices: [info, present]
-    default: present
-  allow_patterns:
-    description:
-      - Only files matching one of these patterns (C(fnmatch); C(*) also matches C(/)), as
-        C(snapshot_download) filters them, are listed and downloaded.
-    type: list
-    elements: str
-  ignore_patterns:
-    description:
-      - Files matching one of these patterns are neither listed nor downloaded.
-    type: list
-    elements: str
+    required: true
 extends_documentation_fragment:
+  - llmfleet.cluster.hf_hub
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
     details:
-      - With O(state=present), nothing is downloaded; RV(downloaded) lists the files that are
-        missing in O(local_dir) or have another size there. The hub is still asked what the
-        revision holds.
+      - Nothing is downloaded; RV(downloaded) lists the files that are missing in O(local_dir)
+        or have another size there. The hub is still asked what the revision holds.
   diff_mode:
     support: full
     details: The files the download writes, each with its size before and after.
@@ -93,15 +50,14 @@ attributes:
     details: A second run at the same commit finds every file in place and downloads none.
   platform:
     platforms: posix
-requirements:
-  - C(huggingface_hub) >= 1.0 for the Python that runs the module.
 notes:
-  - Telemetry of C(huggingface_hub) and its progress bars are switched off.
   - The weights are checked by C(huggingface_hub) (the sha256 of LFS files); RV(files) gives the
     hashes for a later check of the copies a play spreads.
   - A branch that moved is noticed on the next run (RV(revision) changes), and the new commit's
     files are downloaded into the same folder. Files the new commit no longer has stay there.
 seealso:
+  - module: llmfleet.cluster.hf_snapshot_info
+    description: Reads the revision, its files and the model's config.json without downloading.
   - name: huggingface_hub snapshot_download
     description: The download this module runs.
     link: https://huggingface.co/docs/huggingface_hub/guides/download
@@ -109,9 +65,8 @@ seealso:
 
 EXAMPLES = r"""
 - name: Read which commit main of the model is, without downloading
-  llmfleet.cluster.hf_snapshot:
+  llmfleet.cluster.hf_snapshot_info:
     repo_id: Qwen/Qwen3-0.6B
-    state: info
   register: __model_revision
 
 - name: Download the pinned commit of the model's weights and tokenizer
@@ -192,14 +147,9 @@ total_bytes:
   returned: always
   type: int
   sample: 1503326710
-state:
-  description: O(state) as given.
-  returned: always
-  type: str
-  sample: present
 local_dir:
   description: The folder the files were downloaded into (absolute).
-  returned: when O(state=present)
+  returned: always
   type: str
   sample: /srv/models/Qwen3-0.6B
 downloaded:
@@ -207,60 +157,35 @@ downloaded:
     - The files the download wrote (new, or changed in size, modification time or inode); the
       module reports a change when there is one.
     - In check mode, the files that are missing in O(local_dir) or have another size there.
-  returned: when O(state=present)
+  returned: always
   type: list
   elements: str
   sample: [config.json, model.safetensors]
 """
 
 # Ansible's module layout: documentation first, imports after it.
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._hf_snapshot import (  # noqa: E402
-    HUB_IMPORT_ERROR,
-    HUB_LIBRARY,
-    HUB_LIBRARY_URL,
+    HUB_OPTIONS,
     HubRequestError,
-    snapshot,
+    download,
+    hub_args,
+    require_hub_library,
 )
 
-ARGUMENT_SPEC = {
-    "repo_id": {"type": "str", "required": True},
-    "revision": {"type": "str", "default": "main"},
-    "endpoint": {"type": "str"},
-    "token": {"type": "str", "no_log": True},
-    "local_dir": {"type": "path"},
-    "state": {"type": "str", "default": "present", "choices": ["info", "present"]},
-    "allow_patterns": {"type": "list", "elements": "str"},
-    "ignore_patterns": {"type": "list", "elements": "str"},
-}
-REQUIRED_IF = [("state", "present", ("local_dir",))]
+ARGUMENT_SPEC = {**HUB_OPTIONS, "local_dir": {"type": "path", "required": True}}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC, required_if=REQUIRED_IF, supports_check_mode=True
-    )
-    if HUB_IMPORT_ERROR is not None:
-        module.fail_json(
-            msg=missing_required_lib(HUB_LIBRARY, url=HUB_LIBRARY_URL), exception=HUB_IMPORT_ERROR
-        )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    require_hub_library(module)
     params = module.params
     try:
-        result = snapshot(
-            params["repo_id"],
-            revision=params["revision"],
-            endpoint=params["endpoint"],
-            token=params["token"],
-            local_dir=params["local_dir"],
-            state=params["state"],
-            allow_patterns=params["allow_patterns"],
-            ignore_patterns=params["ignore_patterns"],
-            check_mode=module.check_mode,
-        )
+        result = download(params["local_dir"], check_mode=module.check_mode, **hub_args(params))
     except HubRequestError as error:
         module.fail_json(msg=str(error), repo_id=params["repo_id"], revision=params["revision"])
-    diff = result.pop("diff", None)
-    changed = bool(result.get("downloaded"))
+    diff = result.pop("diff")
+    changed = bool(result["downloaded"])
     if changed and module._diff:
         result["diff"] = diff
     module.exit_json(changed=changed, **result)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from ansible.module_utils import _internal as module_utils_internal
+from ansible.module_utils.common import warnings as module_warnings
 from ansible.module_utils.testing import patch_module_args
 
 from tests.unit.plugins.fake_llm_server import FakeLlmServer, fake_servers
@@ -229,6 +230,11 @@ def run_module(
         monkeypatch.setattr(module_utils_internal, "is_controller", False)
 
     def run(module: ModuleType, args: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        # A module's warnings and deprecations collect in module-level dicts that a real
+        # module's process starts empty; here, each run starts without the last run's.
+        for name in ("_global_warnings", "_global_deprecations"):
+            if hasattr(module_warnings, name):
+                monkeypatch.setattr(module_warnings, name, {})
         capsys.readouterr()
         with patch_module_args(args), pytest.raises(SystemExit) as info:
             module.main()

@@ -2,7 +2,8 @@
 
 ``write_model_repo`` lays out a small model repo (a config, a tokenizer, a few KB of
 ``model.safetensors``, a file in a subfolder, and a ``.cache`` folder the server must
-skip); ``start_hub`` runs the server over it as a subprocess of this Python on a free
+skip), and ``other_repos`` two more (one without a config.json, one whose config.json
+is not JSON); ``start_hub`` runs the server over them as a subprocess of this Python on a free
 port of 127.0.0.1, optionally with a token file, and reads the commit sha it announces.
 Its request log (stderr) goes to a file the tests read to see what a client asked for.
 
@@ -29,6 +30,9 @@ HUB_SCRIPT = (
 )
 REPO_ID = "llmfleet/tiny-hub"
 TOKEN = "hf_labTestToken0123456789"  # a test value, never a real token
+NO_CONFIG_REPO_ID = "llmfleet/tiny-no-config"
+BAD_CONFIG_REPO_ID = "llmfleet/tiny-bad-config"
+BAD_CONFIG = b'{"model_type": "llama",'  # cut short
 
 
 def model_files() -> dict[str, bytes]:
@@ -43,11 +47,22 @@ def model_files() -> dict[str, bytes]:
     }
 
 
-def write_model_repo(root: Path, files: dict[str, bytes] | None = None) -> dict[str, bytes]:
-    """``root/<REPO_ID>/...`` with ``files`` (default ``model_files()``), plus a hidden
+def other_repos() -> dict[str, dict[str, bytes]]:
+    """Repo id -> files of the repos served beside REPO_ID."""
+    files = model_files()
+    return {
+        NO_CONFIG_REPO_ID: {k: v for k, v in files.items() if k != "config.json"},
+        BAD_CONFIG_REPO_ID: {**files, "config.json": BAD_CONFIG},
+    }
+
+
+def write_model_repo(
+    root: Path, files: dict[str, bytes] | None = None, repo_id: str = REPO_ID
+) -> dict[str, bytes]:
+    """``root/<repo_id>/...`` with ``files`` (default ``model_files()``), plus a hidden
     ``.cache`` folder that is not part of the repo."""
     files = model_files() if files is None else files
-    repo = root / REPO_ID
+    repo = root / repo_id
     for name, content in files.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_bytes(content)
@@ -73,6 +88,14 @@ class LabHub:
     banner: list[str]
     log_path: Path
     process: subprocess.Popen[str] = field(repr=False)
+
+    def commit_of(self, repo_id: str) -> str:
+        """The commit sha the banner announces for ``repo_id``'s main."""
+        found = re.search(
+            rf"serving {re.escape(repo_id)} main=([0-9a-f]{{40}})", "\n".join(self.banner)
+        )
+        assert found, self.banner
+        return found[1]
 
     def log(self) -> list[str]:
         return self.log_path.read_text(encoding="utf-8").splitlines()
@@ -115,9 +138,12 @@ def start_hub(root: Path, log_path: Path, token_file: Path | None = None) -> Lab
 
 
 def hubs(base: Path) -> Iterator[dict[str, LabHub]]:
-    """The body of a fixture: an open hub and one that needs ``TOKEN``, over one repo."""
+    """The body of a fixture: an open hub and one that needs ``TOKEN``, over the same repos
+    (REPO_ID and ``other_repos()``)."""
     root = base / "hub"
     write_model_repo(root)
+    for repo_id, files in other_repos().items():
+        write_model_repo(root, files, repo_id)
     (base / "token").write_text(TOKEN + "\n", encoding="utf-8")
     started: dict[str, LabHub] = {}
     try:

@@ -1,5 +1,6 @@
-"""module_utils/_hf_snapshot: the local bookkeeping (what a download wrote, what is missing)
-and the sentences for the hub's errors (raised by the real client against the lab's Hub)."""
+"""module_utils/_hf_snapshot: the local bookkeeping (what a download wrote, what is missing),
+config.json (downloaded into a temporary folder and parsed), and the sentences for the hub's
+errors (raised by the real client against the lab's Hub)."""
 
 from __future__ import annotations
 
@@ -129,3 +130,74 @@ def test_read_revision_filters_and_sums(lab_hubs: dict[str, LabHub]) -> None:
     assert result["revision"] == hub.commit
     assert [f["path"] for f in result["files"]] == ["model.safetensors"]
     assert result["total_bytes"] == result["files"][0]["size"] == 40 * 1024
+
+
+def test_hub_args_are_the_shared_options() -> None:
+    params = {name: object() for name in _hf_snapshot.HUB_OPTIONS}
+    assert _hf_snapshot.hub_args({**params, "local_dir": "/m", "read_config": True}) == params
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"model_type": ', "is not valid JSON: "),
+        (b"\xff\xfe{", "is not valid JSON: "),
+        (b"[1, 2]", "is not a JSON object but a list"),
+    ],
+)
+def test_model_config_refuses_what_is_not_a_json_object(
+    monkeypatch: pytest.MonkeyPatch, content: bytes, message: str
+) -> None:
+    folders: list[str] = []
+
+    def fake_download(repo_id: str, filename: str, *, local_dir: str, **_: object) -> str:
+        folders.append(local_dir)
+        path = os.path.join(local_dir, filename)
+        Path(path).write_bytes(content)
+        return path
+
+    monkeypatch.setattr(_hf_snapshot, "hf_hub_download", fake_download)
+    result = {
+        "repo_id": REPO_ID,
+        "requested_revision": "v1",
+        "revision": "a" * 40,
+        "endpoint": "http://h",
+    }
+    with pytest.raises(_hf_snapshot.HubRequestError) as caught:
+        _hf_snapshot.model_config(result, None)
+    assert str(caught.value).startswith(f"config.json of {REPO_ID} at revision 'v1' ({'a' * 40}) ")
+    assert message in str(caught.value)
+    assert folders and not os.path.exists(folders[0])  # the temporary folder is gone
+
+
+def test_model_config_parses_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    def fake_download(repo_id: str, filename: str, **kwargs: object) -> str:
+        seen.update(kwargs, repo_id=repo_id, filename=filename)
+        path = os.path.join(str(kwargs["local_dir"]), filename)
+        Path(path).write_text('{"hidden_size": 64}')
+        return path
+
+    monkeypatch.setattr(_hf_snapshot, "hf_hub_download", fake_download)
+    result = {"repo_id": REPO_ID, "requested_revision": "main", "revision": "b" * 40}
+    config = _hf_snapshot.model_config({**result, "endpoint": "http://h"}, TOKEN)
+    assert config == {"hidden_size": 64}
+    assert (seen["repo_id"], seen["filename"], seen["revision"]) == (
+        REPO_ID,
+        "config.json",
+        "b" * 40,
+    )
+    assert (seen["endpoint"], seen["token"]) == ("http://h", TOKEN)
+
+
+def test_read_adds_config_only_when_asked_and_selected(lab_hubs: dict[str, LabHub]) -> None:
+    hub = lab_hubs["open"]
+    common = {"repo_id": REPO_ID, "endpoint": hub.url, "token": None}
+    assert _hf_snapshot.read(**common)["config"] == {}
+    assert _hf_snapshot.read(read_config=True, **common)["config"] == {
+        "model_type": "llama",
+        "hidden_size": 64,
+    }
+    only_weights = _hf_snapshot.read(read_config=True, allow_patterns=["*.safetensors"], **common)
+    assert only_weights["config"] == {}

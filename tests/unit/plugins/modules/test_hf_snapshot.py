@@ -1,9 +1,9 @@
-"""modules/hf_snapshot against the lab's Hub (a subprocess): info, present, idempotence,
-check mode, diff, the hub's errors and the token, in-process and through `ansible`."""
+"""modules/hf_snapshot against the lab's Hub (a subprocess): the download, idempotence,
+check mode, diff, the hub's errors and the token, in-process and through `ansible`.
+Reading without downloading is test_hf_snapshot_info.py's."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -14,11 +14,12 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _hf_snapshot
 from ansible_collections.llmfleet.cluster.plugins.modules import hf_snapshot
 
 from tests.unit.plugins.conftest import ansible_adhoc
 from tests.unit.plugins.fake_llm_server import free_port
-from tests.unit.plugins.lab_hub import REPO_ID, TOKEN, LabHub, git_blob_sha1, model_files
+from tests.unit.plugins.lab_hub import REPO_ID, TOKEN, LabHub, model_files
 
 RunModule = Callable[..., tuple[int, dict[str, Any]]]
 FILES = model_files()
@@ -34,60 +35,25 @@ def args(hub: LabHub, **more: Any) -> dict[str, Any]:
     return {"repo_id": REPO_ID, "endpoint": hub.url, **more}
 
 
-def test_info_reads_the_revision(hub: LabHub, run_module: RunModule) -> None:
-    rc, result = run_module(hf_snapshot, args(hub, state="info"))
-    assert rc == 0, result
-    assert result["changed"] is False
-    assert result["revision"] == hub.commit
-    assert result["requested_revision"] == "main"
-    assert result["endpoint"] == hub.url
-    assert result["state"] == "info"
-    files = {entry["path"]: entry for entry in result["files"]}
-    assert [entry["path"] for entry in result["files"]] == PATHS
-    weights = FILES["model.safetensors"]
-    assert files["model.safetensors"]["sha256"] == hashlib.sha256(weights).hexdigest()
-    assert files["model.safetensors"]["size"] == len(weights)
-    assert files["config.json"] == {
-        "path": "config.json",
-        "size": len(FILES["config.json"]),
-        "sha256": None,
-        "git_sha1": git_blob_sha1(FILES["config.json"]),
-    }
-    assert result["total_bytes"] == sum(len(content) for content in FILES.values())
-    assert "downloaded" not in result
-    assert "local_dir" not in result
-
-
-def test_patterns_select_as_snapshot_download_does(hub: LabHub, run_module: RunModule) -> None:
-    rc, result = run_module(
-        hf_snapshot,
-        args(hub, state="info", revision=hub.commit, allow_patterns=["*.json", "extra/*"]),
-    )
-    assert rc == 0, result
-    assert result["revision"] == hub.commit
-    assert [f["path"] for f in result["files"]] == [
-        "config.json",
-        "extra/notes.md",
-        "tokenizer.json",
-    ]
-    rc, result = run_module(hf_snapshot, args(hub, state="info", ignore_patterns=["*.json"]))
-    assert [f["path"] for f in result["files"]] == [
-        ".gitattributes",
-        "extra/notes.md",
-        "model.safetensors",
-    ]
-
-
-def test_present_downloads_then_changes_nothing(
-    hub: LabHub, run_module: RunModule, tmp_path: Path
-) -> None:
+def test_downloads_then_changes_nothing(hub: LabHub, run_module: RunModule, tmp_path: Path) -> None:
     target = tmp_path / "models" / "tiny"  # parents are created
     rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target)))
     assert rc == 0, result
     assert result["changed"] is True
+    assert set(result) - {"changed", "invocation"} == {
+        "repo_id",
+        "endpoint",
+        "requested_revision",
+        "revision",
+        "files",
+        "total_bytes",
+        "local_dir",
+        "downloaded",
+    }
     assert result["downloaded"] == PATHS
     assert result["local_dir"] == str(target)
     assert result["revision"] == hub.commit
+    assert [entry["path"] for entry in result["files"]] == PATHS
     assert "diff" not in result
     for name, content in FILES.items():
         assert (target / name).read_bytes() == content, name
@@ -155,13 +121,15 @@ def test_hub_errors_name_repo_and_revision(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unreachable_endpoint(run_module: RunModule) -> None:
+def test_unreachable_endpoint(run_module: RunModule, tmp_path: Path) -> None:
     endpoint = f"http://127.0.0.1:{free_port()}"
+    target = tmp_path / "model"
     rc, result = run_module(
-        hf_snapshot, {"repo_id": REPO_ID, "endpoint": endpoint, "state": "info"}
+        hf_snapshot, {"repo_id": REPO_ID, "endpoint": endpoint, "local_dir": str(target)}
     )
     assert rc == 1
     assert f"the hub at {endpoint} is unreachable" in result["msg"]
+    assert not target.exists()
 
 
 def test_token_is_used_and_never_shown(
@@ -172,17 +140,18 @@ def test_token_is_used_and_never_shown(
 ) -> None:
     monkeypatch.delenv("HF_TOKEN", raising=False)
     hub = lab_hubs["token"]
-    rc, result = run_module(hf_snapshot, args(hub, state="info"))
+    target = tmp_path / "model"
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target)))
     assert rc == 1
     assert "wants a token" in result["msg"]
     assert "HTTP 401" in result["msg"]
 
-    rc, result = run_module(hf_snapshot, args(hub, state="info", token="hf_notTheRightOne"))
+    rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target), token="hf_notTheRight"))
     assert rc == 1
     assert "refused the token" in result["msg"]
-    assert "hf_notTheRightOne" not in json.dumps(result)
+    assert "hf_notTheRight" not in json.dumps(result)
+    assert not target.exists()
 
-    target = tmp_path / "model"
     rc, result = run_module(hf_snapshot, args(hub, local_dir=str(target), token=TOKEN))
     assert rc == 0, result
     assert result["downloaded"] == PATHS
@@ -190,25 +159,37 @@ def test_token_is_used_and_never_shown(
     assert TOKEN not in json.dumps(dict(os.environ))
 
 
-def test_present_needs_local_dir(run_module: RunModule) -> None:
-    rc, result = run_module(hf_snapshot, {"repo_id": REPO_ID})
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"repo_id": REPO_ID}, "missing required arguments: local_dir"),
+        ({"repo_id": REPO_ID, "local_dir": "/m", "state": "info"}, "Unsupported parameters"),
+    ],
+)
+def test_local_dir_is_required_and_state_is_gone(
+    run_module: RunModule, given: dict[str, str], message: str
+) -> None:
+    rc, result = run_module(hf_snapshot, given)
     assert rc == 1
-    assert "local_dir" in result["msg"]
+    assert message in result["msg"]
 
 
-def test_missing_library_is_named(run_module: RunModule, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hf_snapshot, "HUB_IMPORT_ERROR", "Traceback: No module named x")
-    rc, result = run_module(hf_snapshot, {"repo_id": REPO_ID, "state": "info"})
+def test_missing_library_is_named(
+    run_module: RunModule, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(_hf_snapshot, "HUB_IMPORT_ERROR", "Traceback: No module named x")
+    rc, result = run_module(hf_snapshot, {"repo_id": REPO_ID, "local_dir": str(tmp_path)})
     assert rc == 1
     assert "huggingface_hub" in result["msg"]
 
 
-def test_through_ansible_with_a_token(lab_hubs: dict[str, LabHub]) -> None:
+def test_through_ansible_with_a_token(lab_hubs: dict[str, LabHub], tmp_path: Path) -> None:
     hub = lab_hubs["token"]
     status, result = ansible_adhoc(
         "llmfleet.cluster.hf_snapshot",
-        f"repo_id={REPO_ID} endpoint={hub.url} state=info token={TOKEN}",
+        f"repo_id={REPO_ID} endpoint={hub.url} local_dir={tmp_path} token={TOKEN}",
     )
-    assert status == "SUCCESS", result
+    assert status == "CHANGED", result
     assert result["revision"] == hub.commit
+    assert result["downloaded"] == PATHS
     assert TOKEN not in json.dumps(result)
