@@ -67,14 +67,12 @@ def test_a_copy_moves_the_model_over_spark_2s_cx7_link(lab: Lab, site) -> None:
     assert changed_counts(proc.stdout).get("spark-1") == 0, proc.stdout[-6000:]
 
 
-def test_a_flipped_byte_on_spark_2_is_named_and_only_that_file_copied_again(
-    lab: Lab, site
-) -> None:
+def test_a_flipped_byte_on_spark_2_is_named_and_only_that_file_copied_again(lab: Lab, site) -> None:
     flip = (
         "import sys; p = sys.argv[1]; f = open(p, 'r+b'); f.seek(4096); b = f.read(1);"
         " f.seek(4096); f.write(bytes([b[0] ^ 0xFF])); f.close()"
     )
-    lab.sh("spark-2", f"python3 -c \"{flip}\" {MODEL}/model.safetensors")
+    lab.sh("spark-2", f'python3 -c "{flip}" {MODEL}/model.safetensors')
     untouched = lab.out("spark-2", f"stat -c %Y.%i {MODEL}/tokenizer.json")
     assert checksums(lab, "spark-2") != checksums(lab, "spark-1")
     proc = weights_only(lab)
