@@ -381,6 +381,8 @@ def check_model(
         bytes_needed=sum(sizes.get(rel, 0) for rel in needed),
         free_bytes=free_bytes(root),
         verified=not result["missing"] and not result["bad"],
+        # Where the files this host verified before came from (a new revision shows here).
+        previous_source=old_state["document"].get("source") if old_state else None,
         changed=changed,
         diff=diff,
     )

@@ -300,6 +300,14 @@ verified:
   returned: always
   type: bool
   sample: true
+previous_source:
+  description:
+    - The O(source) that the state file recorded before this run (where the files this host
+      verified earlier came from); null without a state file, and in O(mode=inspect).
+    - A play compares it with O(source) to tell a new revision from a repair.
+  returned: always
+  type: dict
+  sample: {repo: Qwen/Qwen3-8B, revision: b968826d9c46dd6066d109eabc6255188de91218}
 """
 
 # Ansible's module layout: documentation first, imports after it.

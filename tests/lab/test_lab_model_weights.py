@@ -91,3 +91,25 @@ def test_a_second_run_copies_and_hashes_nothing(lab: Lab, site) -> None:
     assert set(changed_counts(proc.stdout).values()) == {0}, proc.stdout[-6000:]
     assert "Pull the missing and damaged files" not in proc.stdout
     assert "Download the missing files from the hub" not in proc.stdout.replace("skipping", "")
+
+
+def test_a_new_revision_restarts_vllm_on_every_rank_and_a_repair_does_not(lab: Lab, site) -> None:
+    def started() -> dict[str, str]:
+        return {
+            node: lab.out(node, "systemctl show -p ActiveEnterTimestamp --value llmfleet-vllm")
+            for node in ("spark-1", "spark-2")
+        }
+
+    before = started()
+    # What spark-1 recorded of the weights it served came from another commit: what the
+    # hub's `main` names now is a new revision (the files happen to be the same).
+    lab.sh("spark-1", f'sed -i \'s/"revision": "[0-9a-f]*"/"revision": "{"0" * 40}"/\' {STATE}')
+    proc = run_up(lab, "--tags", "model_weights,vllm_server")
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    after = started()
+    assert all(after[node] != before[node] for node in before), (before, after)
+    marker = STATE.replace(".json", ".changed")
+    for node in ("spark-1", "spark-2"):
+        assert lab.sh(node, f"test -e {marker}", check=False).returncode != 0, node
+    # The repairs of the tests above left vLLM as it was: only a new revision restarts it.
+    assert "Restart vLLM" not in weights_only(lab).stdout

@@ -37,6 +37,7 @@ RETURN_KEYS = {
     "bytes_needed",
     "free_bytes",
     "verified",
+    "previous_source",
     "changed",
 }
 
@@ -72,6 +73,7 @@ def test_source_host_builds_the_manifest_and_a_rerun_is_cheap(
     rc, again = run_module(model_manifest, args)
     assert rc == 0, again
     assert (again["changed"], again["hashed"], again["files"]) == (False, [], first["files"])
+    assert (first["previous_source"], again["previous_source"]) == (None, args["source"])
 
 
 def test_other_host_verifies_against_the_source_manifest(
