@@ -33,7 +33,7 @@ def received_bytes(lab: Lab, node: str) -> int:
 
 def model_bytes(lab: Lab, node: str) -> int:
     return int(lab.out(node, f"find {MODEL} -path '*/.cache' -prune -o -type f -printf '%s\\n'"
-                       " | paste -sd+ | bc"))  # fmt: skip
+                       " | awk '{ total += $1 } END { print total }'"))  # fmt: skip
 
 
 def checksums(lab: Lab, node: str) -> str:
@@ -63,8 +63,9 @@ def test_a_copy_moves_the_model_over_spark_2s_cx7_link(lab: Lab, site) -> None:
     received = received_bytes(lab, "spark-2") - before
     assert received >= size, (received, size)
     assert checksums(lab, "spark-2") == checksums(lab, "spark-1")
-    # Fetched once: spark-1 already held a verified copy and moved nothing.
-    assert changed_counts(proc.stdout).get("spark-1") == 0, proc.stdout[-6000:]
+    # Fetched once: spark-1 already held a verified copy; it only served it to spark-2.
+    assert "[spark-1] skipping: model_weights : Download the missing files" in proc.stdout
+    assert "[spark-1] changed: model_weights : Start the rsync daemon" in proc.stdout
 
 
 def test_a_flipped_byte_on_spark_2_is_named_and_only_that_file_copied_again(lab: Lab, site) -> None:
@@ -113,3 +114,30 @@ def test_a_new_revision_restarts_vllm_on_every_rank_and_a_repair_does_not(lab: L
         assert lab.sh(node, f"test -e {marker}", check=False).returncode != 0, node
     # The repairs of the tests above left vLLM as it was: only a new revision restarts it.
     assert "Restart vLLM" not in weights_only(lab).stdout
+
+
+def test_a_folder_on_one_node_is_copied_to_every_node(lab: Lab, site) -> None:
+    copy = "/opt/models/llmfleet-tiny-copy"
+    proc = run_up(
+        lab, "--tags", "model_weights",
+        "-e", "model_weights_source=host",
+        "-e", f"model_weights_source_path={MODEL}",
+        "-e", f"model_weights_path={copy}",
+    )  # fmt: skip
+    try:
+        assert proc.returncode == 0, proc.stdout[-6000:]
+        # spark-1 pulls from its own daemon too: the source folder is not the model's folder.
+        for node in ("spark-1", "spark-2"):
+            assert lab.out(
+                node, f"cd {copy} && sha256sum config.json model.safetensors"
+            ) == lab.out("spark-1", f"cd {MODEL} && sha256sum config.json model.safetensors"), node
+            record = json.loads(
+                lab.out(
+                    node, "cat /var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-copy.json"
+                )
+            )
+            assert record["source"] == {"source": "host", "host": "spark-1", "path": MODEL}, record
+    finally:
+        for node in ("spark-1", "spark-2"):
+            records = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny"
+            lab.sh(node, f"rm -rf {copy} {records}-copy.* {records}.source.json")

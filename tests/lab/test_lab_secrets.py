@@ -1,4 +1,4 @@
-"""The API key lives in its files and nowhere else.
+"""The API key lives in its files and nowhere else; the Hub token nowhere on the way.
 
 The session's `llmfleet up` ran with -vvv and kept ansible-runner's artifacts. The key must
 not appear in that output, in any artifact (job events, stdout), on any node's process
@@ -15,6 +15,8 @@ from pathlib import Path
 from .conftest import Lab
 
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+# model_weights_hub_token there: handed to huggingface_hub on the controller and on spark-1.
+HUB_TOKEN = "llmfleet-lab-hub-token"
 NODES = ("spark-1", "spark-2")
 # Every file of a node that others may read, but the image's Python packages (the roles never
 # write there) and the pseudo file systems.
@@ -29,12 +31,15 @@ def test_the_run_output_and_its_artifacts_never_hold_the_key(
 ) -> None:
     assert site.returncode == 0, site.stdout[-4000:]
     assert len(site.stdout) > 300_000  # -vvv (about 650 KB)
-    assert KEY not in site.stdout and KEY not in site.stderr
+    for secret in (KEY, HUB_TOKEN):
+        assert secret not in site.stdout and secret not in site.stderr, secret
     files = [path for path in site_artifacts.rglob("*") if path.is_file()]
     (stdout,) = [path for path in files if path.name == "stdout"]
     assert stdout.read_text().count("module_args") > 100  # every module's arguments
+    assert "hf_snapshot_info" in stdout.read_text()  # the token's task ran
     assert len([p for p in files if p.parent.name == "job_events"]) > 500, len(files)
-    assert [str(p) for p in files if KEY in p.read_text(errors="replace")] == []
+    for secret in (KEY, HUB_TOKEN):
+        assert [str(p) for p in files if secret in p.read_text(errors="replace")] == [], secret
     assert oct(site_artifacts.stat().st_mode & 0o777) == "0o700"
 
 
@@ -43,8 +48,10 @@ def test_no_process_journal_or_readable_file_on_a_node_holds_the_key(lab: Lab, s
         cmdlines = lab.out(node, "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; true")
         assert "vllm serve --config" in cmdlines
         assert KEY not in cmdlines, node
-        journal = lab.out(node, "journalctl --no-pager -o cat | grep -cF -- " + KEY + "; true")
-        assert journal.strip() == "0", (node, journal)
+        assert HUB_TOKEN not in cmdlines, node
+        for secret in (KEY, HUB_TOKEN):
+            journal = lab.out(node, f"journalctl --no-pager -o cat | grep -cF -- {secret}; true")
+            assert journal.strip() == "0", (node, secret, journal)
         readable = lab.out(node, WORLD_READABLE_WITH_KEY.format(key=KEY), timeout=600)
         assert readable.split() == [], (node, readable)
         # Where the key must be, only root reads it.
