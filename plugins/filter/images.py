@@ -155,6 +155,28 @@ def images_to_pull(launches):
     return pulls
 
 
+def images_pull_failures(failed_result):
+    """What a failed pull task said, one sentence per image that failed: the reference, the
+    module's message and the engine's last line of error output (``failed_result`` is
+    ``ansible_failed_result``: one result, or a loop's ``results``)."""
+    if not isinstance(failed_result, dict):
+        return []
+    results = failed_result.get("results")
+    results = results if isinstance(results, list) else [failed_result]
+    sentences = []
+    for result in results:
+        if not isinstance(result, dict) or not result.get("failed"):
+            continue
+        item = result.get("item")
+        reference = item.get("reference", "?") if isinstance(item, dict) else item or "?"
+        sentence = f"{reference}: {result.get('msg') or 'no reason given'}"
+        lines = [line for line in str(result.get("stderr") or "").splitlines() if line.strip()]
+        if lines and lines[-1].strip() not in sentence:
+            sentence += f" ({lines[-1].strip()})"
+        sentences.append(sentence)
+    return sentences
+
+
 def _running_line(host, container, entry):
     reference = str(entry.get("reference") or "?")
     image_id = str(entry.get("image_id") or "?")
@@ -198,5 +220,6 @@ class FilterModule:
             "image_reference": image_reference,
             "image_reference_problems": image_reference_problems,
             "images_to_pull": images_to_pull,
+            "images_pull_failures": images_pull_failures,
             "images_running": images_running,
         }

@@ -11,6 +11,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.images import (
     FilterModule,
     image_reference,
     image_reference_problems,
+    images_pull_failures,
     images_running,
     images_to_pull,
 )
@@ -228,5 +229,42 @@ def test_filters_are_registered() -> None:
         "image_reference": image_reference,
         "image_reference_problems": image_reference_problems,
         "images_to_pull": images_to_pull,
+        "images_pull_failures": images_pull_failures,
         "images_running": images_running,
     }
+
+
+def test_images_pull_failures_names_each_failed_reference_with_the_engines_reason() -> None:
+    pinned = image_reference(f"vllm/vllm-openai:v0.11.0@{DIGEST}")
+    local = image_reference("llmfleet-lab/vllm-runtime:1")
+    failed = {
+        "failed": True,
+        "results": [
+            {"item": image_reference("ok:1"), "failed": False, "changed": True},
+            {
+                "item": pinned,
+                "failed": True,
+                "msg": f"Failed to pull image {pinned['pull']}",
+                "stderr": "Trying to pull...\nError: manifest unknown\n",
+            },
+            {
+                "item": local,
+                "failed": True,
+                "msg": "Error pulling llmfleet-lab/vllm-runtime - message: pull access denied",
+                "stderr": "",
+            },
+        ],
+    }
+    assert images_pull_failures(failed) == [
+        f"{pinned['reference']}: Failed to pull image {pinned['pull']} (Error: manifest unknown)",
+        "llmfleet-lab/vllm-runtime:1: Error pulling llmfleet-lab/vllm-runtime - message:"
+        " pull access denied",
+    ]
+
+
+def test_images_pull_failures_of_one_task_without_a_loop() -> None:
+    assert images_pull_failures({"failed": True, "msg": "podman: not found"}) == [
+        "?: podman: not found"
+    ]
+    assert images_pull_failures({"failed": True}) == ["?: no reason given"]
+    assert images_pull_failures(None) == []
