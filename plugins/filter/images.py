@@ -31,7 +31,7 @@ def _first(checks):
 def _split(text):
     """``(parts, why)``: the parts of a reference as written, and why it is not one (None
     when it is). The digest is not judged here (see ``_digest_problem``)."""
-    name_tag, _, digest = text.partition("@")
+    name_tag, digest = text.partition("@")[0], text.partition("@")[2]
     why = _first(
         [
             (any(ch.isspace() for ch in text), "it holds a space"),

@@ -81,7 +81,7 @@ def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[s
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     found: dict[str, Any] = {}
     for path in sorted(out.glob("*.json")):
-        host, _, engine = path.stem.rpartition("-")
+        host, engine = path.stem.rsplit("-", 1)
         found.setdefault(host, {})[engine] = json.loads(path.read_text())["images"]
     return found
 
