@@ -4,6 +4,7 @@ record (what gpu_container wrote), and nothing where there is no record (native)
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -41,6 +42,9 @@ def report(tmp_path: Path, record: str | None) -> str:
         timeout=300,
         check=False,
         cwd=ROOT,
+        # Its plays name sparks and claude_clients too, which this inventory lacks (the
+        # repository's ansible.cfg says the same; ansible-test units runs without it).
+        env={**os.environ, "ANSIBLE_HOST_PATTERN_MISMATCH": "ignore"},
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output[-3000:]
@@ -66,5 +70,5 @@ def test_each_container_of_the_record_is_one_line(tmp_path: Path) -> None:
 
 def test_no_record_shows_nothing(tmp_path: Path) -> None:
     output = report(tmp_path, None)
-    assert " runs " not in output
+    assert not re.search(r"gh200-1: \S+ runs ", output), output
     assert re.search(r"gh200-1\s+: ok=\d+ changed=0 unreachable=0 failed=0", output), output
