@@ -190,9 +190,14 @@ def entry_points(specs: dict[str, Any]) -> list[str]:
             continue
         same = entry.get("options") == main.get("options")
         takes = "the same variables" if same else "variables of its own"
-        lines.append(
-            f"- `{name}` (`tasks_from: {name}`): the role's own checks alone, with {takes}."
+        # An alias of main (the checks alone) shares its description; another says its own.
+        summary = plain(str(entry.get("short_description", "")))
+        does = (
+            summary[:1].lower() + summary[1:]
+            if summary and summary != plain(str(main.get("short_description", "")))
+            else "the role's own checks alone"
         )
+        lines.append(f"- `{name}` (`tasks_from: {name}`): {does}, with {takes}.")
     return lines
 
 

@@ -1,0 +1,225 @@
+"""Filters for container images: references parsed and checked (a tag alone floats, a
+digest pins), the images a host will run, and what the record on a node says runs."""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
+
+# The grammar of docker's reference package (distribution/reference): a path of lower-case
+# components separated by "/", each of letters and digits joined by ".", "_", "__" or dashes;
+# a registry host (with a port) first when the first component has a "." or ":", is
+# "localhost" or has upper case; a tag of up to 128 word characters, "." and "-".
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_PATH = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+_HOST_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_REGISTRY = re.compile(rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
+_TAG = re.compile(r"\w[\w.-]{0,127}")
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+_NAME_MAX = 255
+
+EXPECTED = "[registry[:port]/]path[:tag]@sha256:<64 hex>, lower case, no spaces"
+
+
+def _first(checks):
+    """The reason of the first check that failed, or None."""
+    return next((why for failed, why in checks if failed), None)
+
+
+def _split(text):
+    """``(parts, why)``: the parts of a reference as written, and why it is not one (None
+    when it is). The digest is not judged here (see ``_digest_problem``)."""
+    name_tag, digest = text.partition("@")[0], text.partition("@")[2]
+    why = _first(
+        [
+            (any(ch.isspace() for ch in text), "it holds a space"),
+            (text.count("@") > 1, "it has more than one @"),
+            (text.endswith("@"), "nothing follows its @"),
+            (name_tag.endswith(":"), "nothing follows the : of its tag"),
+        ]
+    )
+    if why:
+        return {"name": "", "registry": "", "repository": "", "tag": "", "digest": ""}, why
+    slash, colon = name_tag.rfind("/"), name_tag.rfind(":")
+    name, tag = (name_tag[:colon], name_tag[colon + 1 :]) if colon > slash else (name_tag, "")
+    first, sep, rest = name.partition("/")
+    has_registry = bool(sep) and (
+        "." in first or ":" in first or first == "localhost" or first != first.lower()
+    )
+    registry, repository = (first, rest) if has_registry else ("", name)
+    parts = {"name": name, "registry": registry, "repository": repository, "tag": tag}
+    why = _first(
+        [
+            (not name, "it names no repository"),
+            (
+                bool(registry) and not _REGISTRY.fullmatch(registry),
+                f"its registry {registry} is no host[:port]",
+            ),
+            (repository != repository.lower(), f"its repository {repository} has upper case"),
+            (
+                not _PATH.fullmatch(repository),
+                f"its repository {repository} is not components of letters and digits"
+                " (joined by . _ or -) separated by /",
+            ),
+            (
+                len(name) > _NAME_MAX,
+                f"its name is {len(name)} characters long (at most {_NAME_MAX})",
+            ),
+            (
+                bool(tag) and not _TAG.fullmatch(tag),
+                f"its tag {tag} is not up to 128 letters, digits, _ . and -",
+            ),
+        ]
+    )
+    return {**parts, "digest": digest}, why
+
+
+def _digest_problem(digest):
+    if digest and not _SHA256.fullmatch(digest):
+        return f"its digest {digest} is not sha256: followed by 64 lower-case hex digits"
+    return None
+
+
+def image_reference(ref):
+    """A container image reference in the forms docker accepts, parsed: ``name`` (registry
+    and repository as written), ``registry`` (empty when it names none: Docker Hub, or an
+    image known only locally), ``repository``, ``tag`` and ``digest`` (empty when absent),
+    ``pinned`` (a sha256 digest names the content), ``reference`` (the input) and ``pull``
+    (what the engines pull and run: ``name@digest`` when pinned, since the digest decides and
+    the tag only documents it; the reference as written otherwise)."""
+    text = "" if ref is None else str(ref)
+    if not text:
+        raise AnsibleFilterError("image_reference: the reference is empty")
+    parts, why = _split(text)
+    why = why or _digest_problem(parts["digest"])
+    if why:
+        raise AnsibleFilterError(f"image_reference: {text} is not an image reference: {why}")
+    pinned = bool(parts["digest"])
+    return {
+        "reference": text,
+        **parts,
+        "pinned": pinned,
+        "pull": f"{parts['name']}@{parts['digest']}" if pinned else text,
+    }
+
+
+def image_reference_problems(ref, variable, allow_floating=False):
+    """Why ``ref`` (the value of ``variable``) is no image reference to run, one sentence
+    each; empty when it is fine. A tag alone (no digest) is refused unless
+    ``allow_floating``."""
+    text = "" if ref is None else str(ref)
+    if not text.strip():
+        return [
+            f"{variable} is {text!r}: a container deployment needs an image reference named by"
+            " tag and digest, e.g. vllm/vllm-openai:v0.11.0@sha256:<64 hex>"
+        ]
+    parts, why = _split(text)
+    if why:
+        return [f"{variable} is {text!r}: not an image reference ({why}); expected {EXPECTED}"]
+    digest_problem = _digest_problem(parts["digest"])
+    if digest_problem:
+        return [
+            f"{variable} is {text!r}: {digest_problem} (`docker buildx imagetools inspect"
+            f" {parts['name']}:{parts['tag'] or 'latest'}` prints it)"
+        ]
+    if parts["digest"] or boolean(allow_floating, strict=False):
+        return []
+    tagged = f"{parts['name']}:{parts['tag'] or 'latest'}"
+    return [
+        f"{variable} is {text!r}: a tag alone ({tagged}) can change under a running cluster:"
+        f" name it by tag and digest, e.g. {tagged}@sha256:<64 hex>"
+        f" (`docker buildx imagetools inspect {tagged}` prints it), or set"
+        " llmfleet_allow_floating_image: true"
+    ]
+
+
+def images_to_pull(launches):
+    """The images a host will run, by engine: ``launches`` is a list of
+    ``{image, engine, runs}`` (``runs`` false for a launch this host does not make in a
+    container); the result maps each engine to its images, each once, in order."""
+    pulls = {}
+    for launch in launches or []:
+        if not isinstance(launch, dict):
+            raise AnsibleFilterError(
+                "images_to_pull: each launch is a mapping of image, engine and runs;"
+                f" got {launch!r}"
+            )
+        image = str(launch.get("image") or "")
+        if not image or not boolean(launch.get("runs", True), strict=False):
+            continue
+        images = pulls.setdefault(str(launch.get("engine") or "docker"), [])
+        if image not in images:
+            images.append(image)
+    return pulls
+
+
+def images_pull_failures(failed_result):
+    """What a failed pull task said, one sentence per image that failed: the reference, the
+    module's message and the engine's last line of error output (``failed_result`` is
+    ``ansible_failed_result``: one result, or a loop's ``results``)."""
+    if not isinstance(failed_result, dict):
+        return []
+    results = failed_result.get("results")
+    results = results if isinstance(results, list) else [failed_result]
+    sentences = []
+    for result in results:
+        if not isinstance(result, dict) or not result.get("failed"):
+            continue
+        item = result.get("item")
+        reference = item.get("reference", "?") if isinstance(item, dict) else item or "?"
+        sentence = f"{reference}: {result.get('msg') or 'no reason given'}"
+        lines = [line for line in str(result.get("stderr") or "").splitlines() if line.strip()]
+        if lines and lines[-1].strip() not in sentence:
+            sentence += f" ({lines[-1].strip()})"
+        sentences.append(sentence)
+    return sentences
+
+
+def _running_line(host, container, entry):
+    reference = str(entry.get("reference") or "?")
+    image_id = str(entry.get("image_id") or "?")
+    digests = [str(d) for d in entry.get("repo_digests") or []]
+    line = f"{host}: {container} runs {reference} (image {image_id})"
+    try:
+        parts = image_reference(reference)
+    except AnsibleFilterError:
+        return line
+    found = [d.rpartition("@")[2] for d in digests]
+    if parts["pinned"]:
+        if parts["digest"] not in found:
+            listed = ", ".join(found) or "none"
+            line += f"; its digests ({listed}) are not the pinned {parts['digest']}"
+        return line
+    if not found:
+        return line + "; floating, and the image has no registry digest (a local build)"
+    tagged = f"{parts['name']}:{parts['tag'] or 'latest'}"
+    return line + f"; floating: {tagged}@{found[0]} pins what runs now"
+
+
+def images_running(containers, host):
+    """One line per container of the record a node keeps (``gpu_container_images``, the
+    ``containers`` of ``/var/lib/llmfleet/images.json``): what it runs, and whether that is
+    pinned."""
+    if not isinstance(containers, dict):
+        raise AnsibleFilterError(
+            f"images_running: expected the containers of the record (a mapping); got {containers!r}"
+        )
+    return [
+        _running_line(host, name, entry if isinstance(entry, dict) else {})
+        for name, entry in sorted(containers.items())
+    ]
+
+
+class FilterModule:
+    """Container image filters."""
+
+    def filters(self):
+        return {
+            "image_reference": image_reference,
+            "image_reference_problems": image_reference_problems,
+            "images_to_pull": images_to_pull,
+            "images_pull_failures": images_pull_failures,
+            "images_running": images_running,
+        }

@@ -1,0 +1,122 @@
+"""The serve plays of spark_cluster.yml and single_node.yml pull first, on each host, the
+images it will run: the serve play itself is run with its roles switched off and its pull
+task replaced by one that writes what it would pull (the sample inventories, connected
+locally)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+PINNED = f"vllm/vllm-openai:v0.11.0@sha256:{'0123456789abcdef' * 4}"
+RAY_IMAGE = f"rayproject/ray:2.52.0@sha256:{'fedcba9876543210' * 4}"
+
+
+def serve_play(playbook: str) -> dict[str, Any]:
+    plays = yaml.safe_load((ROOT / "playbooks" / playbook).read_text())
+    [play] = [p for p in plays if "pre_tasks" in p]
+    return dict(play)
+
+
+def test_the_pull_is_the_first_thing_of_each_serve_play() -> None:
+    for playbook in ("spark_cluster.yml", "single_node.yml"):
+        play = serve_play(playbook)
+        first = play["pre_tasks"][0]
+        assert first["ansible.builtin.include_role"]["name"] == "llmfleet.cluster.gpu_container"
+        assert first["ansible.builtin.include_role"]["tasks_from"] == "pull"
+        assert play["roles"][0]["role"] == "llmfleet.cluster.model_weights"
+
+
+def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[str, Any]:
+    play = serve_play(playbook)
+    [pull] = play["pre_tasks"]
+    out = tmp_path / "pulls"
+    out.mkdir(exist_ok=True)
+    # The same loop, vars and roles (their defaults are what the pull reads), nothing run.
+    play["vars_files"] = [str(ROOT / "playbooks" / name) for name in play.get("vars_files", [])]
+    play["roles"] = [{**role, "when": False} for role in play["roles"]]
+    play["pre_tasks"] = [
+        {
+            "name": "Write what would be pulled",
+            "ansible.builtin.copy": {
+                "content": "{{ {'engine': item.key, 'images': item.value} | to_json }}",
+                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.json",
+                "mode": "0600",
+            },
+            "delegate_to": "localhost",
+            "loop": pull["loop"],
+        }
+    ]
+    probe = tmp_path / "probe.yml"
+    probe.write_text(yaml.safe_dump([play], sort_keys=False))
+    proc = subprocess.run(
+        [
+            "ansible-playbook",
+            str(probe),
+            "-i",
+            inventory,
+            "-e",
+            json.dumps(
+                {
+                    "ansible_connection": "local",
+                    "ansible_python_interpreter": sys.executable,
+                    "vault_llmfleet_api_key": "unit-test-key-0123456789abcdef",
+                    **extra,
+                }
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    found: dict[str, Any] = {}
+    for path in sorted(out.glob("*.json")):
+        host, engine = path.stem.rsplit("-", 1)
+        found.setdefault(host, {})[engine] = json.loads(path.read_text())["images"]
+    return found
+
+
+def test_sparks_with_ray_in_containers_pull_the_ray_image_on_every_spark(tmp_path: Path) -> None:
+    assert pulls(tmp_path, "spark_cluster.yml", "inventory/sparks") == {
+        "spark-1": {"docker": ["vllm/vllm-openai:nightly"]},
+        "spark-2": {"docker": ["vllm/vllm-openai:nightly"]},
+    }
+
+
+def test_sparks_with_the_mp_executor_pull_vllms_image_on_the_vllm_hosts(tmp_path: Path) -> None:
+    found = pulls(
+        tmp_path,
+        "spark_cluster.yml",
+        "inventory/sparks",
+        llmfleet_vllm_image=PINNED,
+        llmfleet_vllm_executor="mp",
+        llmfleet_ray_cluster=True,
+        ray_node_image=RAY_IMAGE,
+        ray_node_container_engine="podman",
+    )
+    assert found == {
+        "spark-1": {"docker": [PINNED], "podman": [RAY_IMAGE]},
+        "spark-2": {"docker": [PINNED], "podman": [RAY_IMAGE]},
+    }
+
+
+@pytest.mark.parametrize("playbook", ["spark_cluster.yml", "single_node.yml"])
+def test_a_native_deployment_pulls_nothing(tmp_path: Path, playbook: str) -> None:
+    inventory = "inventory/sparks" if playbook == "spark_cluster.yml" else "inventory/gh200"
+    assert pulls(tmp_path, playbook, inventory, llmfleet_deployment="native") == {}
+
+
+def test_the_gh200_host_pulls_vllms_image(tmp_path: Path) -> None:
+    assert pulls(tmp_path, "single_node.yml", "inventory/gh200", llmfleet_vllm_image=PINNED) == {
+        "gh200-1": {"docker": [PINNED]}
+    }

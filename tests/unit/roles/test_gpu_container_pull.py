@@ -1,0 +1,184 @@
+"""gpu_container's entry point `pull` with Podman (a stand-in on PATH that keeps its images
+and a registry in a JSON file): a pinned image is pulled only when absent, a tag alone every
+run but changed only when another image arrived, nothing asked in check mode or under
+`missing`; a failed pull stops with the host, the reference and the engine's reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[2]
+OLD = "1" * 64
+NEW = "2" * 64
+DIGEST = "sha256:" + "a" * 64
+PINNED = f"vllm/vllm-openai:v0.11.0@{DIGEST}"
+BY_DIGEST = f"vllm/vllm-openai@{DIGEST}"
+FLOATING = "vllm/vllm-openai:nightly"
+
+# The podman subcommands podman_image and podman_image_info run, over a state file:
+# {"images": {name: id}, "registry": {name: id}, "pulls": [name, ...]}.
+FAKE_PODMAN = f"""#!{sys.executable}
+import json, os, sys
+path = os.environ["FAKE_PODMAN_STATE"]
+state = json.load(open(path))
+images = state["images"]
+args = [a for a in sys.argv[1:] if a not in ("--format", "json")]
+def out(value):
+    sys.stdout.write(json.dumps(value) + "\\n")
+if args[:2] == ["image", "exists"]:
+    sys.exit(0 if args[2] in images else 1)
+if args[:2] == ["image", "ls"]:
+    out([{{"Id": images[args[2]], "Names": [args[2]]}}] if args[2] in images else [])
+elif args[0] == "inspect" or args[:2] == ["image", "inspect"]:
+    names = args[1:] if args[0] == "inspect" else args[2:]
+    missing = [n for n in names if n not in images]
+    if missing:
+        sys.stderr.write(f"Error: {{missing[0]}}: image not known\\n")
+        sys.exit(125)
+    out([{{"Id": images[n], "RepoTags": [n]}} for n in names])
+elif args[0] == "pull":
+    name = args[1]
+    state["pulls"].append(name)
+    if name not in state["registry"]:
+        json.dump(state, open(path, "w"))
+        sys.stderr.write(f"Error: initializing source docker://{{name}}: manifest unknown\\n")
+        sys.exit(125)
+    images[name] = state["registry"][name]
+    json.dump(state, open(path, "w"))
+    out(images[name])
+else:
+    sys.stderr.write(f"fake podman: {{args}} not understood\\n")
+    sys.exit(2)
+"""
+
+
+class Podman:
+    def __init__(self, tmp_path: Path) -> None:
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        script = self.bin / "podman"
+        script.write_text(FAKE_PODMAN)
+        script.chmod(0o755)
+        self.state_file = tmp_path / "podman.json"
+        self.set(images={}, registry={})
+
+    def set(self, images: dict[str, str], registry: dict[str, str]) -> None:
+        state = {"images": images, "registry": registry, "pulls": []}
+        self.state_file.write_text(json.dumps(state))
+
+    @property
+    def state(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.state_file.read_text())
+        return loaded
+
+    def pull(self, tmp_path: Path, images: list[str], *options: str, **extra: Any) -> str:
+        extra_vars = {"images": images, "ansible_python_interpreter": sys.executable, **extra}
+        env = {
+            **os.environ,
+            "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_PODMAN_STATE": str(self.state_file),
+        }
+        proc = subprocess.run(
+            [
+                "ansible-playbook",
+                str(HERE / "pull_images.yml"),
+                "-i",
+                "localhost,",
+                "-e",
+                json.dumps(extra_vars),
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            cwd=ROOT,
+            env=env,
+        )
+        return f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
+
+
+def changed(output: str) -> int:
+    found = re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", output)
+    assert found, output[-3000:]
+    return int(found.group(1))
+
+
+@pytest.fixture
+def podman(tmp_path: Path) -> Podman:
+    return Podman(tmp_path)
+
+
+def test_a_pinned_image_present_is_not_asked_for(podman: Podman, tmp_path: Path) -> None:
+    podman.set(images={BY_DIGEST: OLD}, registry={BY_DIGEST: OLD})
+    output = podman.pull(tmp_path, [PINNED])
+    assert output.startswith("rc=0"), output[-3000:]
+    assert (changed(output), podman.state["pulls"]) == (0, [])
+
+
+def test_a_pinned_image_absent_is_pulled_by_its_digest(podman: Podman, tmp_path: Path) -> None:
+    podman.set(images={}, registry={BY_DIGEST: OLD})
+    output = podman.pull(tmp_path, [PINNED])
+    assert output.startswith("rc=0"), output[-3000:]
+    assert (changed(output), podman.state["pulls"]) == (1, [BY_DIGEST])
+
+
+def test_a_tag_alone_is_asked_for_and_changes_only_with_another_image(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={FLOATING: OLD}, registry={FLOATING: OLD})
+    output = podman.pull(tmp_path, [FLOATING])
+    assert output.startswith("rc=0"), output[-3000:]
+    assert (changed(output), podman.state["pulls"]) == (0, [FLOATING])
+
+    podman.set(images={FLOATING: OLD}, registry={FLOATING: NEW})
+    output = podman.pull(tmp_path, [FLOATING])
+    assert (changed(output), podman.state["images"][FLOATING]) == (1, NEW)
+
+
+def test_check_mode_and_policy_missing_ask_nothing_for_what_is_present(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={FLOATING: OLD}, registry={FLOATING: NEW})
+    output = podman.pull(tmp_path, [FLOATING], "--check")
+    assert (changed(output), podman.state["pulls"]) == (0, [])
+    output = podman.pull(tmp_path, [FLOATING], llmfleet_image_pull="missing")
+    assert (changed(output), podman.state["pulls"]) == (0, [])
+
+
+def test_a_failed_pull_stops_with_the_host_the_reference_and_the_reason(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={}, registry={})
+    output = podman.pull(tmp_path, [PINNED, "llmfleet-lab/vllm-runtime:1"])
+    assert output.startswith("rc=2"), output[-3000:]
+    message = " ".join(output.split())
+    assert (
+        f"localhost: pull_images.yml: podman could not pull {PINNED}: Failed to pull image"
+        f" {BY_DIGEST} (Error: initializing source docker://{BY_DIGEST}: manifest unknown);"
+        " llmfleet-lab/vllm-runtime:1: Failed to pull image llmfleet-lab/vllm-runtime:1"
+    ) in message
+    assert "Nothing on this host was stopped" in message
+
+
+def test_a_policy_the_entry_point_does_not_know_is_refused(podman: Podman, tmp_path: Path) -> None:
+    output = podman.pull(tmp_path, [PINNED], gpu_container_pull="sometimes")
+    assert output.startswith("rc=2"), output[-3000:]
+    assert "gpu_container_pull" in output and "sometimes" in output
+    assert podman.state["pulls"] == []
+
+
+def test_pulling_without_a_caller_is_refused(podman: Podman, tmp_path: Path) -> None:
+    output = podman.pull(tmp_path, [PINNED], caller="")
+    assert output.startswith("rc=2"), output[-3000:]
+    assert "llmfleet.cluster.gpu_container is internal" in output
+    assert podman.state["pulls"] == []
