@@ -237,6 +237,24 @@ CASES = [
         ["claude_code_router_upstream_url is 'ftp://spark-1:8000'", "base URL"],
     ),
     (
+        "weights_without_room",
+        ["model_weights_space_margin_gib=100000"],
+        BOTH,
+        ["/opt/models/llmfleet-tiny needs", "plus a margin of 100000 GiB", "free"],
+    ),
+    (
+        "weights_revision_unknown",
+        ["model_weights_hub_revision=no-such-branch"],
+        ("spark-1",),
+        ["llmfleet/llmfleet-tiny", "no-such-branch"],
+    ),
+    (
+        "weights_path_relative",
+        ["model_weights_path=models/tiny"],
+        BOTH,
+        ['model_weights_path is "models/tiny"; expected the absolute path'],
+    ),
+    (
         "client_command_with_a_path",
         ["claude_code_command_name=../bin/claude"],
         ("localhost",),
@@ -281,11 +299,19 @@ def test_bad_input_stops_the_run_before_any_host_changes(
 
 
 def test_the_model_missing_on_one_node_is_named(lab: Lab) -> None:
+    # Weights put in place by hand (model_weights_source none): spark-1 has its copy (its
+    # config.json, from the lab's Hub), spark-2 has none.
     config = "/opt/models/llmfleet-tiny/config.json"
-    lab.sh("spark-2", f"mv {config} {config}.away")
+    lab.sh(
+        "spark-1",
+        f"mkdir -p {config.rsplit('/', 1)[0]} && curl -sf -o {config}"
+        " -H 'Authorization: Bearer llmfleet-lab-hub-token'"
+        " http://hub:8080/llmfleet/llmfleet-tiny/resolve/main/config.json",
+    )
+    lab.sh("spark-2", f"rm -f {config}")
     try:
         before = snapshot(lab)
-        output = up(lab)
+        output = up(lab, "model_weights_source=none")
         assert "[spark-2] FAILED: Require the model on every serving host" in output
         assert (
             f"spark-2: profile tiny_lab serves the model at /opt/models/llmfleet-tiny, but {config}"
@@ -294,7 +320,7 @@ def test_the_model_missing_on_one_node_is_named(lab: Lab) -> None:
         assert "[spark-1] FAILED" not in output  # spark-1 has its copy
         assert snapshot(lab) == before
     finally:
-        lab.sh("spark-2", f"mv {config}.away {config}")
+        lab.sh("spark-1", f"rm -f {config}")
 
 
 def test_a_node_that_is_down_stops_every_node(lab: Lab) -> None:
