@@ -5,12 +5,12 @@ fabric port; a role's own variable still wins for that role alone."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
 ROLES = ("nccl_env", "ray_node", "vllm_server")
@@ -18,20 +18,8 @@ ROLES = ("nccl_env", "ray_node", "vllm_server")
 
 def resolve(tmp_path: Path, **inventory: Any) -> dict[str, str]:
     out = tmp_path / "resolved.json"
-    extra = {**inventory, "out_file": str(out), "ansible_python_interpreter": sys.executable}
-    proc = subprocess.run(
-        [
-            "ansible-playbook",
-            str(HERE / "resolve_fabric_interface.yml"),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps(extra),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = play_on_localhost(
+        HERE / "resolve_fabric_interface.yml", {**inventory, "out_file": str(out)}
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     resolved: dict[str, str] = json.loads(out.read_text(encoding="utf-8"))

@@ -4,11 +4,11 @@ on the host, with the reason; ray_node and vllm_server include it with their set
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+
+from tests.unit.roles.localhost_play import play_on_localhost
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,21 +28,7 @@ def test_a_play_listing_it_alone_is_refused(tmp_path: Path) -> None:
             ]
         )
     )
-    proc = subprocess.run(
-        [
-            "ansible-playbook",
-            str(playbook),
-            "-i",
-            "localhost,",
-            "-e",
-            f"ansible_python_interpreter={sys.executable}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
+    proc = play_on_localhost(playbook, {})
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output[-3000:]
     assert "llmfleet.cluster.gpu_container is internal" in output

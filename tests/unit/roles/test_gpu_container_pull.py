@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
@@ -81,28 +82,13 @@ class Podman:
         return loaded
 
     def pull(self, tmp_path: Path, images: list[str], *options: str, **extra: Any) -> str:
-        extra_vars = {"images": images, "ansible_python_interpreter": sys.executable, **extra}
         env = {
             **os.environ,
             "PATH": f"{self.bin}{os.pathsep}{os.environ['PATH']}",
             "FAKE_PODMAN_STATE": str(self.state_file),
         }
-        proc = subprocess.run(
-            [
-                "ansible-playbook",
-                str(HERE / "pull_images.yml"),
-                "-i",
-                "localhost,",
-                "-e",
-                json.dumps(extra_vars),
-                *options,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-            cwd=ROOT,
-            env=env,
+        proc = play_on_localhost(
+            HERE / "pull_images.yml", {"images": images, **extra}, *options, env=env
         )
         return f"rc={proc.returncode}\n{proc.stdout}{proc.stderr}"
 

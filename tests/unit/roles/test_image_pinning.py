@@ -5,14 +5,13 @@ own variable)."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
@@ -37,29 +36,8 @@ IMAGE_VARIABLE = {"vllm_server": "vllm_server_image", "ray_node": "ray_node_imag
 
 
 def run_role(role: str, entry: str, *options: str, **inventory: Any) -> tuple[int, str]:
-    extra = {
-        "role_under_test": role,
-        "entry": entry,
-        "ansible_python_interpreter": sys.executable,
-        **SETTINGS[role],
-        **inventory,
-    }
-    proc = subprocess.run(
-        [
-            "ansible-playbook",
-            str(HERE / "validate_image.yml"),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps(extra),
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
+    extra = {"role_under_test": role, "entry": entry, **SETTINGS[role], **inventory}
+    proc = play_on_localhost(HERE / "validate_image.yml", extra, *options)
     return proc.returncode, proc.stdout + proc.stderr
 
 

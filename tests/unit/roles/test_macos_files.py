@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.roles.localhost_play import play_on_localhost
+
 HERE = Path(__file__).parent
 HOME = "/Users/dev"
 EXTRA_VARS = {
@@ -46,22 +48,7 @@ LAUNCHD_KEYS = {
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("macos")
-    proc = subprocess.run(
-        [
-            "ansible-playbook",
-            str(HERE / "render_macos_files.yml"),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps(
-                {**EXTRA_VARS, "out_dir": str(out), "ansible_python_interpreter": sys.executable}
-            ),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = play_on_localhost(HERE / "render_macos_files.yml", {**EXTRA_VARS, "out_dir": str(out)})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return out
 
