@@ -17,7 +17,6 @@ import pytest
 from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
-ROOT = HERE.parents[2]
 OLD = "1" * 64
 NEW = "2" * 64
 DIGEST = "sha256:" + "a" * 64

@@ -14,7 +14,6 @@ import pytest
 from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
-ROOT = HERE.parents[2]
 FLOATING = "vllm/vllm-openai:v0.11.0"
 PINNED = f"{FLOATING}@sha256:{'0123456789abcdef' * 4}"
 
