@@ -1,7 +1,8 @@
 """`llmfleet bench` on the served lab (what `make bench` runs): the matrix with no failed
 request at concurrency 64, Claude Code timed with hyperfine, the report in JSON, markdown
 and PNG compared with the previous run, the transport check against live and frozen RDMA
-counters, and our numbers next to vLLM's own `vllm bench serve` on the same endpoint."""
+counters, and our numbers next to vLLM's own `vllm bench serve` on the same endpoint, both
+held against what the server itself counted for the same requests."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 import re
 import statistics
 import subprocess
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -26,13 +29,28 @@ SMALL_MATRIX = json.dumps(
         ]
     }
 )  # fmt: skip
-# Both tools, one after the other on spark-1, against spark-1's endpoint: one request at a
-# time, so what is compared is the server's speed and not how the lab's two shared cores
-# schedule a busier client (vllm bench's slows the server's decode by about 10% at any
-# concurrency, next to ours).
+# Both tools, one after the other on spark-1, against spark-1's endpoint, one request at a
+# time. Their raw numbers differ by up to 20% from one run to the next on the lab's two
+# shared cores, and not by chance: vllm bench's busier client takes CPU from the server,
+# whose own metrics show a decode about 10% slower while it runs. So each tool is held
+# against what vLLM itself counted for the same requests (its /metrics, read before and
+# after the run): that is what both claim to measure.
 AGREEMENT = {"concurrency": 1, "requests": 32, "prompt_tokens": 256, "max_tokens": 32}
-AGREEMENT_TOLERANCE = 0.15
+# A tool's output tokens/s over the server's (its tokens over the summed request latency):
+# the client's gaps between requests are all that separates them (both about 1% here).
+THROUGHPUT_TOLERANCE = 0.05
+# A tool's mean TTFT over the server's (from the request's arrival to its first token):
+# the client adds the HTTP exchange and its own parsing (1-3 ms for ours here, 2-6 ms for
+# vllm bench's).
+TTFT_EXCESS_MS = (-1.0, 10.0)
 ROUNDS = 3
+# vLLM's counters, summed over their labels (one engine here).
+SERVER_METRICS = (
+    "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count",
+    "vllm:e2e_request_latency_seconds_sum",
+    "vllm:generation_tokens_total",
+)
 
 
 def bench(lab: Lab, results: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -171,19 +189,25 @@ def ours(lab: Lab) -> dict[str, float]:
         AGREEMENT["requests"] * AGREEMENT["max_tokens"],
     )
     return {
-        "TTFT median (ms)": scenario["ttft_s"]["p50"] * 1000,
+        "TTFT mean (ms)": scenario["ttft_s"]["mean"] * 1000,
         "output tokens/s": scenario["output_tokens_per_s"],
+        "output tokens": scenario["output_tokens"],
+        # The run's first request, uncounted, learns the tokenizer's tokens per word: one
+        # more request and one more token for the server (its TTFT moves the server's mean
+        # by less than 0.5 ms).
+        "calibration requests": 1,
     }
 
 
 def theirs(lab: Lab, seed: int) -> dict[str, float]:
     """vLLM's own `vllm bench serve` (random prompts of the same length) on spark-1. Each
     run needs a seed of its own: with the same one it sends the same prompts again, which
-    the prefix cache then answers at once."""
+    the prefix cache then answers at once. Its ready check is left out: it sends the first
+    prompt once more before the run (one request more, and that prompt then cached)."""
     lab.sh(
         "spark-1",
         f"OPENAI_API_KEY={KEY} HF_HUB_OFFLINE=1 /opt/vllm/bin/vllm bench serve --seed {seed}"
-        " --disable-tqdm"
+        " --disable-tqdm --ready-check-timeout-sec 0"
         " --backend openai-chat --base-url http://127.0.0.1:8000"
         " --endpoint /v1/chat/completions --model llmfleet-tiny"
         " --tokenizer /opt/models/llmfleet-tiny --dataset-name random"
@@ -199,27 +223,62 @@ def theirs(lab: Lab, seed: int) -> dict[str, float]:
         AGREEMENT["requests"] * AGREEMENT["max_tokens"],
     )
     return {
-        "TTFT median (ms)": result["median_ttft_ms"],
+        "TTFT mean (ms)": result["mean_ttft_ms"],
         "output tokens/s": result["output_throughput"],
+        "output tokens": result["total_output_tokens"],
+        "calibration requests": 0,
+    }
+
+
+def server_counters(lab: Lab) -> dict[str, float]:
+    """vLLM's own counters on spark-1 (its Prometheus endpoint, which needs no key)."""
+    counters = dict.fromkeys(SERVER_METRICS, 0.0)
+    for line in lab.out("spark-1", "curl -sf http://127.0.0.1:8000/metrics").splitlines():
+        name = re.split(r"[{ ]", line, maxsplit=1)[0]
+        if name in counters:
+            counters[name] += float(line.rsplit(" ", 1)[1])
+    return counters
+
+
+def against_the_server(lab: Lab, tool: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """One run of a tool, and how far its numbers are from what the server counted for the
+    same requests."""
+    before = server_counters(lab)
+    numbers = tool()
+    counted = {name: value - before[name] for name, value in server_counters(lab).items()}
+    requests = counted["vllm:time_to_first_token_seconds_count"]
+    extra = numbers["calibration requests"]  # of one output token each
+    assert requests == AGREEMENT["requests"] + extra, counted
+    assert numbers["output tokens"] + extra == counted["vllm:generation_tokens_total"], counted
+    server_ttft_ms = counted["vllm:time_to_first_token_seconds_sum"] / requests * 1000
+    server_throughput = (
+        counted["vllm:generation_tokens_total"] / counted["vllm:e2e_request_latency_seconds_sum"]
+    )
+    return {
+        **numbers,
+        "server TTFT mean (ms)": server_ttft_ms,
+        "TTFT excess (ms)": numbers["TTFT mean (ms)"] - server_ttft_ms,
+        "server output tokens/s": server_throughput,
+        "output tokens/s ratio": numbers["output tokens/s"] / server_throughput,
     }
 
 
 def test_our_numbers_agree_with_vllm_bench_serve(lab: Lab, site) -> None:
-    """Both tools in turn, ROUNDS times each on the same endpoint (one run of either varies
-    by about 10% on the lab's two shared cores): the medians of TTFT and of output
-    throughput agree within 15%."""
+    """Both tools in turn, ROUNDS times each on the same endpoint, each run held against the
+    server's own counters for its requests: the request and token counts match exactly, and
+    the medians of each tool's throughput ratio and TTFT excess are within the bounds."""
     ours(lab)  # a warm-up
-    runs: dict[str, list[dict[str, float]]] = {"ours": [], "vllm": []}
+    runs: dict[str, list[dict[str, float]]] = {"ours": [], "vllm bench serve": []}
     for seed in range(1, ROUNDS + 1):
-        runs["ours"].append(ours(lab))
-        runs["vllm"].append(theirs(lab, seed))
+        runs["ours"].append(against_the_server(lab, partial(ours, lab)))
+        runs["vllm bench serve"].append(against_the_server(lab, partial(theirs, lab, seed)))
     medians = {
         tool: {name: statistics.median(run[name] for run in results) for name in results[0]}
         for tool, results in runs.items()
     }
-    print(f"ours vs vllm bench serve (medians of {ROUNDS} runs): {json.dumps(medians)}")
-    for name, theirs_value in medians["vllm"].items():
-        mine = medians["ours"][name]
-        assert abs(mine - theirs_value) <= AGREEMENT_TOLERANCE * theirs_value, (
-            f"{name}: ours {mine:.3f}, vllm bench serve {theirs_value:.3f}"
-        )
+    print(f"medians of {ROUNDS} runs: {json.dumps(medians)}")
+    low, high = TTFT_EXCESS_MS
+    for tool, median in medians.items():
+        ratio, excess = median["output tokens/s ratio"], median["TTFT excess (ms)"]
+        assert abs(ratio - 1) <= THROUGHPUT_TOLERANCE, f"{tool}: output tokens/s ratio {ratio:.3f}"
+        assert low <= excess <= high, f"{tool}: TTFT {excess:.2f} ms over the server's"
