@@ -212,6 +212,97 @@ def images_running(containers, host):
     ]
 
 
+# Names the engines write for one image: Docker Hub's, and Podman's local builds.
+_HUB_PREFIXES = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
+_LOCAL_PREFIX = "localhost/"
+_NONE = "<none>"
+
+
+def _repository_key(name):
+    """A repository as the engines list it, so that Docker's and Podman's names compare:
+    Docker Hub's ``docker.io/[library/]`` and Podman's ``localhost/`` (a local build) left
+    out."""
+    text = str(name)
+    for prefix in _HUB_PREFIXES:
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            return text[len("library/") :] if text.startswith("library/") else text
+    if text.startswith(_LOCAL_PREFIX):
+        return text[len(_LOCAL_PREFIX) :]
+    return text[len("library/") :] if text.startswith("library/") else text
+
+
+def _split_name(name):
+    """``(repository, tag)`` of a ``repository[:tag]`` (a registry's port is no tag)."""
+    text = str(name)
+    slash, colon = text.rfind("/"), text.rfind(":")
+    return (text[:colon], text[colon + 1 :]) if colon > slash else (text, "")
+
+
+def _listed_names(row):
+    """``(image ID, [(repository, tag, digest)])`` of one image as ``docker images --format
+    '{{json .}}'`` (a line: Repository, Tag, ID, Digest) or ``podman images --format json``
+    (an image: Id, Names, Digest, RepoDigests) lists it; a part the engine does not know as
+    ``""``, and no names for an image without a repository (``<none>``)."""
+    if not isinstance(row, dict):
+        raise AnsibleFilterError(
+            "images_to_prune: each image is a mapping as docker images --format '{{json .}}'"
+            f" (a line, parsed) or podman images --format json lists it; got {row!r}"
+        )
+    digest = str(row.get("Digest") or "")
+    if "Repository" in row:  # Docker: one line per repository and tag
+        names = [(str(row.get("Repository") or ""), str(row.get("Tag") or ""), digest)]
+    else:  # Podman: one image, all its names
+        tagged = row.get("Names") or row.get("RepoTags") or []
+        names = [(*_split_name(name), digest) for name in tagged]
+        for pinned in row.get("RepoDigests") or []:
+            repository, _at, repo_digest = str(pinned).partition("@")
+            names.append((repository, "", repo_digest))
+    image = str(row.get("ID") or row.get("Id") or "")
+    return image, [
+        tuple("" if part == _NONE else part for part in name)
+        for name in names
+        if name[0] not in ("", _NONE)
+    ]
+
+
+def _kept(reference):
+    """``(repository, tag, digest)`` of a reference to keep: a tag alone, or nothing, is the
+    tag ``latest``; a digest alone keeps by digest only."""
+    parts = image_reference(reference)
+    tag = parts["tag"] or ("" if parts["digest"] else "latest")
+    return _repository_key(parts["name"]), tag, parts["digest"]
+
+
+def images_to_prune(listing, keep, repositories):
+    """The IDs of the images of ``listing`` (what ``docker images --format '{{json .}}'``, a
+    line each, or ``podman images --format json`` gives, parsed) that belong to
+    ``repositories`` and to none other, and that no reference of ``keep`` names (by
+    repository and tag, or by digest where it carries one): each once, in the listing's
+    order. An image with no repository (``<none>``) is never one."""
+    for what, value in (("listing", listing), ("keep", keep), ("repositories", repositories)):
+        if value is not None and not isinstance(value, list):
+            raise AnsibleFilterError(f"images_to_prune: {what} is a list; got {value!r}")
+    kept = [_kept(ref) for ref in keep or []]
+    kept_tags = {(repository, tag) for repository, tag, _digest in kept if tag}
+    kept_digests = {digest for _repository, _tag, digest in kept if digest}
+    scope = {_repository_key(image_reference(repo)["name"]) for repo in repositories or []}
+    images = {}
+    for row in listing or []:
+        image, names = _listed_names(row)
+        if image:
+            images.setdefault(image, []).extend(names)
+    prune = []
+    for image, names in images.items():
+        keys = [(_repository_key(repository), tag, digest) for repository, tag, digest in names]
+        if not keys or any(repository not in scope for repository, _tag, _digest in keys):
+            continue
+        if any((r, t) in kept_tags or d in kept_digests for r, t, d in keys):
+            continue
+        prune.append(image)
+    return prune
+
+
 class FilterModule:
     """Container image filters."""
 
@@ -222,4 +313,5 @@ class FilterModule:
             "images_to_pull": images_to_pull,
             "images_pull_failures": images_pull_failures,
             "images_running": images_running,
+            "images_to_prune": images_to_prune,
         }

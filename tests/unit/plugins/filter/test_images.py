@@ -13,6 +13,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.images import (
     image_reference_problems,
     images_pull_failures,
     images_running,
+    images_to_prune,
     images_to_pull,
 )
 
@@ -231,6 +232,7 @@ def test_filters_are_registered() -> None:
         "images_to_pull": images_to_pull,
         "images_pull_failures": images_pull_failures,
         "images_running": images_running,
+        "images_to_prune": images_to_prune,
     }
 
 
@@ -268,3 +270,157 @@ def test_images_pull_failures_of_one_task_without_a_loop() -> None:
     ]
     assert images_pull_failures({"failed": True}) == ["?: no reason given"]
     assert images_pull_failures(None) == []
+
+
+# images_to_prune: what `docker images --format '{{json .}}'` prints (a line each, parsed;
+# the fields that count) and what `podman images --format json` prints.
+D08, D10, D11 = ("sha256:" + c * 64 for c in "8ab")
+VLLM = "vllm/vllm-openai"
+KEEP = [f"{VLLM}:v0.11.0@{D11}", f"{VLLM}:v0.10.2@{D10}"]
+
+
+def docker_line(repository: str, tag: str, image: str, digest: str = "<none>") -> dict[str, str]:
+    return {
+        "Containers": "N/A",
+        "CreatedSince": "2 weeks ago",
+        "Digest": digest,
+        "ID": image,
+        "Repository": repository,
+        "Size": "20.1GB",
+        "Tag": tag,
+    }
+
+
+def podman_image(
+    image: str, names: list[str] | None, digest: str, repo_digests: list[str] | None = None
+) -> dict[str, Any]:
+    return {
+        "Id": image,
+        "ParentId": "",
+        "RepoTags": None,
+        "RepoDigests": repo_digests or [],
+        "Names": names,
+        "Digest": digest,
+        "Containers": 0,
+    }
+
+
+def test_images_to_prune_of_docker_keeps_the_kept_and_what_is_not_in_the_repositories() -> None:
+    listing = [
+        docker_line(VLLM, "v0.11.0", "111111111111", D11),
+        docker_line(VLLM, "v0.10.2", "101010101010", D10),
+        docker_line(VLLM, "v0.9.0", "090909090909", "sha256:" + "9" * 64),
+        # Pulled by digest: a repository, no tag.
+        docker_line(VLLM, "<none>", "080808080808", D08),
+        # Another name of a kept image is kept with it.
+        docker_line(VLLM, "latest", "111111111111", D11),
+        docker_line("<none>", "<none>", "dddddddddddd"),
+        docker_line("ubuntu", "22.04", "222222222222", "sha256:" + "2" * 64),
+        docker_line(VLLM, "nightly", "090909090909", "sha256:" + "9" * 64),
+    ]
+    assert images_to_prune(listing, KEEP, [VLLM]) == ["090909090909", "080808080808"]
+
+
+def test_images_to_prune_of_podman_compares_docker_hub_and_local_names() -> None:
+    listing = [
+        podman_image(
+            "a" * 64,
+            [f"docker.io/{VLLM}:v0.11.0"],
+            D11,
+            [f"docker.io/{VLLM}@{D11}"],
+        ),
+        podman_image("b" * 64, [f"docker.io/{VLLM}:v0.9.0"], "sha256:" + "9" * 64),
+        # Pulled by digest: no name, a registry digest.
+        podman_image("c" * 64, None, D08, [f"docker.io/{VLLM}@{D08}"]),
+        # Dangling: neither.
+        podman_image("d" * 64, None, "sha256:" + "d" * 64),
+        # Local builds, which Podman names localhost/...
+        podman_image("e" * 64, ["localhost/llmfleet-lab/vllm-runtime:1"], "sha256:" + "e" * 64),
+        podman_image("f" * 64, ["localhost/llmfleet-lab/vllm-runtime:0"], "sha256:" + "f" * 64),
+        # Also named in a repository the caller did not give: never removed.
+        podman_image(
+            "0" * 64, [f"docker.io/{VLLM}:v0.8.0", "docker.io/myorg/custom:1"], "sha256:" + "0" * 64
+        ),
+    ]
+    keep = [f"{VLLM}:v0.11.0@{D11}", "llmfleet-lab/vllm-runtime:1"]
+    repositories = [f"docker.io/{VLLM}", "llmfleet-lab/vllm-runtime"]
+    assert images_to_prune(listing, keep, repositories) == ["b" * 64, "c" * 64, "f" * 64]
+
+
+def test_images_to_prune_matches_a_digest_alone_and_a_tag_alone() -> None:
+    listing = [
+        docker_line(VLLM, "v0.11.0", "111111111111", D11),
+        docker_line(VLLM, "renamed", "101010101010", D10),
+        docker_line(VLLM, "latest", "999999999999", "sha256:" + "9" * 64),
+        docker_line(VLLM, "v0.12.0", "121212121212", "sha256:" + "c" * 64),
+    ]
+    # By digest only: the tag it was pulled under does not matter.
+    assert images_to_prune(listing, [f"{VLLM}@{D10}"], [VLLM]) == [
+        "111111111111",
+        "999999999999",
+        "121212121212",
+    ]
+    # A tag alone floats: the image under that tag, whatever its digest; no tag is latest.
+    assert images_to_prune(listing, [f"{VLLM}:v0.12.0", VLLM], [VLLM]) == [
+        "111111111111",
+        "101010101010",
+    ]
+    # Tag and digest: either keeps.
+    assert images_to_prune(listing, [f"{VLLM}:latest@{D11}"], [VLLM]) == [
+        "101010101010",
+        "121212121212",
+    ]
+
+
+def test_images_to_prune_with_a_registry_and_its_port() -> None:
+    repository = "registry.example.com:5000/team/vllm"
+    listing = [
+        docker_line(repository, "1", "111111111111", D11),
+        docker_line(repository, "0", "000000000000", D08),
+        docker_line("team/vllm", "0", "0a0a0a0a0a0a", D08),
+    ]
+    keep = [f"{repository}:1@{D11}"]
+    assert images_to_prune(listing, keep, [repository]) == ["000000000000"]
+    # A reference counts for its repository.
+    assert images_to_prune(listing, keep, keep) == ["000000000000"]
+
+
+def test_images_to_prune_without_repositories_or_images_is_nothing() -> None:
+    listing = [docker_line(VLLM, "v0.9.0", "090909090909")]
+    assert images_to_prune(listing, KEEP, []) == []
+    assert images_to_prune(listing, [], None) == []
+    assert images_to_prune([], KEEP, [VLLM]) == []
+    assert images_to_prune(None, KEEP, [VLLM]) == []
+    # Nothing kept: every image of the repositories goes.
+    assert images_to_prune(listing, [], [VLLM]) == ["090909090909"]
+
+
+@pytest.mark.parametrize(
+    ("listing", "keep", "repositories", "why"),
+    [
+        ("vllm", KEEP, [VLLM], "listing is a list"),
+        ([], f"{VLLM}:v0.11.0", [VLLM], "keep is a list"),
+        ([], KEEP, VLLM, "repositories is a list"),
+        (['{"ID": "x"}'], KEEP, [VLLM], "each image is a mapping"),
+        ([], ["Not A Reference"], [VLLM], "Not A Reference is not an image reference"),
+        ([], KEEP, ["vllm@sha256:123"], "is not sha256: followed by 64"),
+    ],
+)
+def test_images_to_prune_refuses_what_it_cannot_read(
+    listing: Any, keep: Any, repositories: Any, why: str
+) -> None:
+    with pytest.raises(AnsibleFilterError, match=why):
+        images_to_prune(listing, keep, repositories)
+
+
+def test_images_to_prune_reads_docker_hubs_official_images_in_either_form() -> None:
+    listing = [
+        podman_image("1" * 64, ["docker.io/library/ubuntu:22.04"], D10),
+        podman_image("2" * 64, ["docker.io/library/ubuntu:20.04"], D08),
+        docker_line("ubuntu", "18.04", "181818181818"),
+    ]
+    expected = ["2" * 64, "181818181818"]
+    assert images_to_prune(listing, ["ubuntu:22.04"], ["ubuntu"]) == expected
+    assert images_to_prune(listing, ["docker.io/library/ubuntu:22.04"], ["library/ubuntu"]) == (
+        expected
+    )
