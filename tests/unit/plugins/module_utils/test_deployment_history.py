@@ -200,8 +200,8 @@ def test_images_to_keep_are_current_then_the_ok_switches_newest_first() -> None:
         entry("upgrade", V10, V11),
         entry("upgrade", V11, V12, "rolled back"),
     ]
-    current, _ = current_state(entries)
-    assert current == V11
+    current, uncertain = current_state(entries)
+    assert (current, uncertain) == (V11, False)
     assert images_to_keep(current, entries, 3) == [V11["image"], V10["image"]]
     assert images_to_keep(current, entries, 1) == [V11["image"]]
 
