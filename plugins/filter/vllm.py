@@ -211,8 +211,40 @@ def vllm_serve_config(profile, launch):
     return config
 
 
+# What an answer must hold, per API of the smoke requests (role vllm_server, smoke.yml).
+SMOKE_ANSWER_KEYS = {"openai": "choices", "anthropic": "content"}
+SMOKE_BODY_CHARS = 300
+
+
+def smoke_failures(results, base_url=""):
+    """One sentence per smoke request that got no answer: the URL, the HTTP status (or what
+    the client said) and the start of the body. An answer is HTTP 200 with a JSON body that
+    holds the API's answer (``choices`` for OpenAI's chat completions, ``content`` for
+    Anthropic's messages)."""
+    if not isinstance(results, list):
+        raise AnsibleFilterError("smoke_failures expects a loop's results (a list)")
+    failures = []
+    for result in results:
+        item = result.get("item") or {}
+        url = "{0}{1}".format(base_url, item.get("path", ""))
+        status = result.get("status", -1)
+        body = result.get("json")
+        key = SMOKE_ANSWER_KEYS.get(item.get("kind", "openai"), "choices")
+        if status == 200 and isinstance(body, dict) and body.get(key):
+            continue
+        said = result.get("content") or result.get("msg") or "no answer"
+        said = " ".join(str(said).split())[:SMOKE_BODY_CHARS]
+        if status == 200:
+            failures.append("{0} answered HTTP 200 without {1!r}: {2}".format(url, key, said))
+        elif status == -1:
+            failures.append("{0} did not answer: {1}".format(url, said))
+        else:
+            failures.append("{0} answered HTTP {1}: {2}".format(url, status, said))
+    return failures
+
+
 class FilterModule:
     """vLLM launch filters."""
 
     def filters(self):
-        return {"vllm_serve_config": vllm_serve_config}
+        return {"vllm_serve_config": vllm_serve_config, "smoke_failures": smoke_failures}

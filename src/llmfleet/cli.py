@@ -414,6 +414,92 @@ def bench(  # noqa: PLR0917 - typer maps parameters to options
         )
 
 
+UPGRADE_HELP = (
+    "Switch what the serving hosts run, keep it only when it proves itself, and go back by "
+    "itself otherwise: run [cyan]playbooks/upgrade.yml[/cyan].\n\n"
+    "Only what is named changes: vLLM's (and Ray's) image with [cyan]--image[/cyan] (tag and "
+    "digest), the model profile with [cyan]--profile[/cyan], the model's revision on the hub "
+    "with [cyan]--model-revision[/cyan]. The inventory is checked with the target, the image "
+    "is pulled and the weights fetched on every serving host before anything stops; then vLLM "
+    "restarts and must answer /health, /v1/models and one request on each API (OpenAI's chat "
+    "completions, Anthropic's messages). When any host fails, every host goes back to what it "
+    "served before and the run fails saying why (exit 2). Each host's history "
+    "([cyan]/var/lib/llmfleet/history.json[/cyan]) lists every switch and its outcome; after an "
+    "upgrade that sticks, only the last [cyan]--keep-images[/cyan] images that served stay.\n\n"
+    "A later [cyan]llmfleet up[/cyan] serves what the inventory names: the run ends with the "
+    "settings to write there to keep the upgrade.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --image "
+    "vllm/vllm-openai:v0.12.0@sha256:<64 hex>[/cyan]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --profile minimax_m27_two_sparks[/cyan]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --model-revision <commit>[/cyan]"
+)
+
+
+@app.command(help=UPGRADE_HELP, epilog=EXIT_CODES_EPILOG)
+def upgrade(  # noqa: PLR0917 - typer maps parameters to options
+    inventory: InventoryOption,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            metavar="REF",
+            help="vLLM's image (and Ray's), tag and digest: [cyan]repo:tag@sha256:<64 hex>[/cyan].",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", metavar="NAME", help="The model profile to serve."),
+    ] = None,
+    model_revision: Annotated[
+        str | None,
+        typer.Option(
+            "--model-revision",
+            metavar="REV",
+            help="The model's revision on the hub (a commit, branch or tag).",
+        ),
+    ] = None,
+    keep_images: Annotated[
+        int,
+        typer.Option(
+            "--keep-images",
+            min=1,
+            metavar="N",
+            help="Images kept on each host after an upgrade that sticks (the last N that served).",
+        ),
+    ] = 3,
+    extra_vars: ExtraVarsOption = None,
+    verbose: VerboseOption = 0,
+    plain: PlainOption = False,
+    artifacts: ArtifactsOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Switch the image, profile or model revision, with automatic rollback."""
+    target = {
+        "llmfleet_upgrade_image": image,
+        "llmfleet_upgrade_profile": profile,
+        "llmfleet_upgrade_model_revision": model_revision,
+    }
+    named = {name: value.strip() for name, value in target.items() if value and value.strip()}
+    if not named:
+        raise _fail("nothing to upgrade: give --image, --profile or --model-revision")
+    root = _root()
+    _run(
+        _playbook_path(root, "upgrade"),
+        inventory,
+        root=root,
+        # A JSON object each, so that a value is passed as it is written.
+        extra_vars=[
+            json.dumps({**named, "llmfleet_upgrade_keep_images": keep_images}),
+            *(extra_vars or []),
+        ],
+        verbose=verbose,
+        plain=plain,
+        artifacts=artifacts or root / RUNS_FOLDER,
+        as_json=as_json,
+    )
+
+
 def _dist_version(name: str) -> str:
     try:
         return metadata.version(name)

@@ -22,8 +22,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
     # Tests of the bare lab (links, counters, the fabric roles, which pull cables and reset
-    # MTUs) run before the tests of the served lab (`site`), whatever their file names.
-    items.sort(key=lambda item: "site" in getattr(item, "fixturenames", ()))
+    # MTUs) run before the tests of the served lab (`site`), whatever their file names; the
+    # upgrade tests, which leave vLLM in containers, after all of them.
+    items.sort(
+        key=lambda item: (
+            "site" in getattr(item, "fixturenames", ()),
+            Path(str(item.fspath)).name == "test_lab_upgrade.py",
+        )
+    )
 
 
 def llmfleet(*args: str, env: dict[str, str] | None = None, timeout: int = 1800) -> str:

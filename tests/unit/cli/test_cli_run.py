@@ -326,3 +326,58 @@ def test_bench_json_names_the_reports(fake_collection: Any, tmp_path: Path) -> N
     assert summary["reports"] == [f"{stem}.json", f"{stem}.md"]
     assert all(Path(path).is_file() for path in summary["reports"])
     assert Path(summary["artifacts"]).name.endswith("-bench")
+
+
+def test_upgrade_passes_the_target_as_upgrade_variables(
+    fake_collection: Any, play: Callable[[str], str]
+) -> None:
+    """`llmfleet upgrade` runs playbooks/upgrade.yml with the target in llmfleet_upgrade_*
+    (never vllm_server_image: an extra variable would outrank the way back), the user's -e
+    after ours."""
+    (fake_collection.root / "playbooks" / "upgrade.yml").write_text(
+        play(
+            "    - name: Show the target\n"
+            "      ansible.builtin.debug:\n"
+            "        msg: >-\n"
+            "          target={{ llmfleet_upgrade_image }} {{ llmfleet_upgrade_profile }}\n"
+            "          {{ llmfleet_upgrade_model_revision | default('none') }}\n"
+            "          keep={{ llmfleet_upgrade_keep_images }}\n"
+            "          image_var={{ vllm_server_image | default('unset') }}\n"
+        ),
+        encoding="utf-8",
+    )
+    result = runner.invoke(
+        app,
+        [
+            "upgrade", "-i", str(fake_collection.inventory), "--plain", "-v",
+            "--image", "repo/vllm:v2@sha256:" + "a" * 64, "--profile", "tiny_lab",
+            "--keep-images", "2", "-e", "llmfleet_upgrade_profile=other",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (
+        f"target=repo/vllm:v2@sha256:{'a' * 64} other none keep=2 image_var=unset" in result.output
+    ), result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([], id="nothing named"),
+        pytest.param(["--image", "  "], id="a blank image"),
+    ],
+)
+def test_upgrade_without_a_target_exits_1(fake_collection: Any, args: list[str]) -> None:
+    (fake_collection.root / "playbooks" / "upgrade.yml").write_text("[]\n", encoding="utf-8")
+    result = runner.invoke(app, ["upgrade", "-i", str(fake_collection.inventory), *args])
+    assert result.exit_code == 1
+    assert "nothing to upgrade: give --image, --profile or --model-revision" in result.output
+
+
+def test_upgrade_refuses_fewer_than_one_image_kept(fake_collection: Any) -> None:
+    result = runner.invoke(
+        app,
+        ["upgrade", "-i", str(fake_collection.inventory), "--profile", "p", "--keep-images", "0"],
+    )
+    assert result.exit_code == 1
+    assert "--keep-images" in result.output

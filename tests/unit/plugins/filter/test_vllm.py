@@ -11,6 +11,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.vllm import (
     FilterModule,
+    smoke_failures,
     vllm_serve_config,
 )
 
@@ -216,3 +217,51 @@ def test_good_values_pass(key: str, value: object) -> None:
 
 def test_filter_is_registered() -> None:
     assert FilterModule().filters()["vllm_serve_config"] is vllm_serve_config
+
+
+OPENAI = {"api": "OpenAI chat completions", "kind": "openai", "path": "/v1/chat/completions"}
+ANTHROPIC = {"api": "Anthropic messages", "kind": "anthropic", "path": "/v1/messages"}
+BASE = "http://127.0.0.1:8000"
+
+
+def test_smoke_answers_on_both_apis_are_no_failure() -> None:
+    results = [
+        {"item": OPENAI, "status": 200, "json": {"choices": [{"message": {"content": "Hi"}}]}},
+        {"item": ANTHROPIC, "status": 200, "json": {"content": [{"type": "text", "text": "Hi"}]}},
+    ]
+    assert smoke_failures(results, BASE) == []
+
+
+@pytest.mark.parametrize(
+    ("result", "sentence"),
+    [
+        pytest.param(
+            {"item": ANTHROPIC, "status": 404, "content": '{"detail":\n  "Not Found"}'},
+            'http://127.0.0.1:8000/v1/messages answered HTTP 404: {"detail": "Not Found"}',
+            id="an HTTP error, its body on one line",
+        ),
+        pytest.param(
+            {"item": OPENAI, "status": -1, "msg": "Request failed: <urlopen error refused>"},
+            "http://127.0.0.1:8000/v1/chat/completions did not answer: "
+            "Request failed: <urlopen error refused>",
+            id="no answer at all",
+        ),
+        pytest.param(
+            {"item": ANTHROPIC, "status": 200, "json": {"choices": []}, "content": "{}"},
+            "http://127.0.0.1:8000/v1/messages answered HTTP 200 without 'content': {}",
+            id="an answer of the other API's shape",
+        ),
+        pytest.param(
+            {"item": OPENAI, "status": 500, "content": "x" * 1000},
+            "http://127.0.0.1:8000/v1/chat/completions answered HTTP 500: " + "x" * 300,
+            id="a long body, cut",
+        ),
+    ],
+)
+def test_smoke_failures_say_the_url_the_status_and_the_body(result: dict, sentence: str) -> None:
+    assert smoke_failures([result], BASE) == [sentence]
+
+
+def test_smoke_failures_needs_a_loops_results() -> None:
+    with pytest.raises(AnsibleFilterError, match="a list"):
+        smoke_failures({"results": []})

@@ -1,0 +1,135 @@
+"""`llmfleet upgrade` on the served lab, with vLLM in each node's Docker (the runtime image
+made from the node's own system, as molecule's vllm_server scenario makes it): an image whose
+vLLM refuses its arguments is rolled back by itself and the endpoint answers again from the
+image that served before; a good image sticks, the history on each node lists both switches
+with their outcome, and the images beyond the last ones that served are removed.
+
+These tests leave vLLM in containers: conftest runs them after every other test of the
+served lab. The images are built locally and have no registry digest, so the lab allows
+floating references and pulls only what is missing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from .conftest import Lab, run_up
+
+NODES = ("spark-1", "spark-2")
+RUNTIME = "llmfleet-lab/vllm-runtime"
+KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+# vLLM in Docker on both nodes (Ray stays native): what molecule's vllm_server scenario sets.
+IN_DOCKER = {
+    "vllm_server_deployment": "container",
+    "vllm_server_container_engine": "docker",
+    "llmfleet_allow_floating_image": True,
+    "llmfleet_image_pull": "missing",
+    "vllm_server_container_gpus": False,
+    "vllm_server_container_volumes": ["/opt/vllm", "/opt/models"],
+    "vllm_server_shm_size": "1g",
+}
+# Version 2 differs from 1 by a label only; the broken one finds, first on its PATH, a `vllm`
+# that refuses its arguments the way vLLM does, and exits.
+MAKE_IMAGES = rf"""
+set -e
+docker image inspect {RUNTIME}:2 {RUNTIME}:broken >/dev/null 2>&1 && exit 0
+docker rm -f llmfleet-lab-build >/dev/null 2>&1 || true
+docker create --name llmfleet-lab-build {RUNTIME}:1 true >/dev/null
+docker commit --change 'LABEL llmfleet.lab.version=2' llmfleet-lab-build {RUNTIME}:2 >/dev/null
+docker rm llmfleet-lab-build >/dev/null
+docker run --name llmfleet-lab-build --entrypoint /bin/sh {RUNTIME}:1 -c '
+  mkdir -p /broken
+  printf "#!/bin/sh\necho \"vllm: error: unrecognized arguments: %s\" >&2\nexit 2\n" \
+    --llmfleet-lab-broken > /broken/vllm
+  chmod 0755 /broken/vllm'
+docker commit \
+  --change 'ENV PATH=/broken:/opt/vllm/bin:/usr/local/bin:/usr/bin:/bin' \
+  llmfleet-lab-build {RUNTIME}:broken >/dev/null
+docker rm llmfleet-lab-build >/dev/null
+"""
+
+
+def upgrade(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    return lab.run(
+        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain", "-e", json.dumps(IN_DOCKER),
+        *args, timeout=1800,
+    )  # fmt: skip
+
+
+def image_id(lab: Lab, node: str, reference: str) -> str:
+    return lab.out(node, f"docker image inspect -f '{{{{.Id}}}}' {reference}").strip()
+
+
+def running_image(lab: Lab, node: str) -> str:
+    return lab.out(node, "docker inspect -f '{{.Image}}' llmfleet-vllm").strip()
+
+
+def history(lab: Lab, node: str) -> list[dict]:
+    return list(json.loads(lab.out(node, "cat /var/lib/llmfleet/history.json"))["entries"])
+
+
+def answers(lab: Lab) -> bool:
+    body = json.dumps(
+        {"model": "llmfleet-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    )
+    run = lab.sh(
+        "spark-1",
+        f"curl -sf -H 'Authorization: Bearer {KEY}' -H 'Content-Type: application/json'"
+        f" -d '{body}' http://127.0.0.1:8000/v1/chat/completions",
+        check=False,
+    )
+    return run.returncode == 0 and bool(json.loads(run.stdout).get("choices"))
+
+
+@pytest.fixture(scope="module")
+def in_docker(lab: Lab, site) -> None:
+    """The served lab switched to vLLM in Docker from image 1, with images 2 and broken on
+    both nodes."""
+    build = lab.run(
+        "ansible-playbook", "-i", "inventory/lab", "molecule/shared/runtime_image.yml",
+        timeout=1800,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stdout[-4000:]
+    for node in NODES:
+        lab.sh(node, MAKE_IMAGES, timeout=600)
+    up = run_up(lab, "-e", json.dumps({**IN_DOCKER, "llmfleet_vllm_image": f"{RUNTIME}:1"}))
+    assert up.returncode == 0, up.stdout[-6000:]
+    for node in NODES:
+        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:1")
+        assert history(lab, node)[-1]["to"]["image"] == f"{RUNTIME}:1", history(lab, node)
+
+
+def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) -> None:
+    run = upgrade(lab, "--image", f"{RUNTIME}:broken")
+    out = run.stdout
+    assert run.returncode == 2, out[-6000:]
+    # Why, from the log of the rank that exited, and what serves again.
+    assert "unrecognized arguments: --llmfleet-lab-broken" in out, out[-6000:]
+    assert "It was rolled back: the cluster serves" in out, out[-6000:]
+    for node in NODES:
+        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:1"), node
+        last = history(lab, node)[-1]
+        assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
+        assert (last["from"]["image"], last["to"]["image"]) == (
+            f"{RUNTIME}:1",
+            f"{RUNTIME}:broken",
+        )
+        assert "unrecognized arguments" in last["reason"]
+    assert answers(lab)
+
+
+def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
+    run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2")
+    out = run.stdout
+    assert run.returncode == 0, out[-6000:]
+    assert f'to keep this, set {{"llmfleet_vllm_image": "{RUNTIME}:2"' in out, out[-6000:]
+    for node in NODES:
+        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:2"), node
+        last = history(lab, node)[-1]
+        assert (last["action"], last["outcome"]) == ("upgrade", "ok"), last
+        # The last two images that served stay; the broken one, which never served, goes.
+        images = lab.out(node, f"docker images --format '{{{{.Tag}}}}' {RUNTIME}").split()
+        assert sorted(images) == ["1", "2"], images
+    assert answers(lab)
