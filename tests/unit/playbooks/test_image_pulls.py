@@ -42,6 +42,7 @@ def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[s
     # The same loop, vars and roles (their defaults are what the pull reads), nothing run.
     play["vars_files"] = [str(ROOT / "playbooks" / name) for name in play.get("vars_files", [])]
     play["roles"] = [{**role, "when": False} for role in play["roles"]]
+    play.pop("post_tasks", None)  # the history of what serves, written on the node
     play["pre_tasks"] = [
         {
             "name": "Write what would be pulled",
