@@ -49,7 +49,9 @@ options:
   from_state:
     description:
       - What was served before (a mapping of text to text or null, for example C(image),
-        C(profile) and C(model_revision)); omitted or null where nothing was.
+        C(profile) and C(model_revision)).
+      - When omitted, what the history says the node serves (RV(current) before the entry;
+        null in the first entry).
     type: dict
   to_state:
     description:
@@ -305,7 +307,7 @@ def record(module, entries):
         return new_entry(
             utc_now(),
             params["action"],
-            params["from_state"],
+            current if params["from_state"] is None else params["from_state"],
             params["to_state"],
             outcome=params["outcome"],
             reason=params["reason"],

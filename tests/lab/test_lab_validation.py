@@ -298,6 +298,58 @@ def test_bad_input_stops_the_run_before_any_host_changes(
     assert snapshot(lab) == before
 
 
+UPGRADE_HISTORY = json.dumps(
+    {
+        "version": 1,
+        "entries": [
+            {
+                "time": "2026-11-24T00:00:00Z", "action": "up", "from": None,
+                "to": {"image": "llmfleet-lab/vllm-runtime:1", "profile": "tiny_lab",
+                       "model_revision": None},
+                "outcome": "ok", "reason": None,
+            }
+        ],
+    }
+)  # fmt: skip
+
+
+def upgrade(lab: Lab, *args: str) -> str:
+    proc = lab.run(
+        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain", "--image", "repo/vllm:2", *args,
+        timeout=600,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output[-4000:]
+    # The first play stopped it: no host reached the checks, let alone a change.
+    assert "== PLAY: Check the whole inventory" not in output, output[-4000:]
+    return " ".join(output.split())
+
+
+def test_an_upgrade_without_a_history_or_with_an_image_given_by_e_is_refused(
+    lab: Lab, bare_state: dict[str, str]
+) -> None:
+    """An upgrade must know what to go back to, and must be able to set what it switches."""
+    before = snapshot(lab)
+    flat = upgrade(lab)
+    for host in BOTH:
+        assert f"{host}: it has no record of what it serves (/var/lib/llmfleet/history.json)" in (
+            flat
+        ), flat[-4000:]
+    assert "run `llmfleet up` once before an upgrade" in flat
+    for node in BOTH:
+        lab.sh(node, f"mkdir -p /var/lib/llmfleet && echo '{UPGRADE_HISTORY}' "
+                     "> /var/lib/llmfleet/history.json")  # fmt: skip
+    try:
+        flat = upgrade(lab, "-e", "vllm_server_image=repo/vllm:3")
+    finally:
+        for node in BOTH:
+            lab.sh(node, "rm -f /var/lib/llmfleet/history.json")
+    assert "spark-1: vllm_server_image, ray_node_image, vllm_server_profile" in flat, flat[-4000:]
+    assert "is given with -e, which outranks what the upgrade sets" in flat
+    assert '"image": "repo/vllm:2"' in flat
+    assert snapshot(lab) == before
+
+
 def test_the_model_missing_on_one_node_is_named(lab: Lab) -> None:
     # Weights put in place by hand (model_weights_source none): spark-1 has its copy (its
     # config.json, from the lab's Hub), spark-2 has none.

@@ -89,6 +89,18 @@ def test_another_state_is_recorded_with_only_if_different(
     assert result["images_to_keep"] == [V11["image"], V10["image"]]
 
 
+def test_an_entry_without_from_state_comes_from_what_serves(
+    tmp_path: Path, run_module: RunModule
+) -> None:
+    """`llmfleet up` names only what it serves now: the entry's `from` is what the history
+    said served before it (null in the first entry)."""
+    path = tmp_path / "history.json"
+    rc, first = run_module(deployment_history, recorded(path, "up", V10, only_if_different=True))
+    assert (rc, first["entry"]["from"]) == (0, None)
+    rc, second = run_module(deployment_history, recorded(path, "up", V11, only_if_different=True))
+    assert (rc, second["entry"]["from"], second["entry"]["to"]) == (0, V10, V11)
+
+
 def test_a_rolled_back_upgrade_leaves_the_old_state_current(
     tmp_path: Path, run_module: RunModule
 ) -> None:
