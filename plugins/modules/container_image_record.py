@@ -121,7 +121,6 @@ path:
 """
 
 import os  # noqa: E402
-import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_record import (  # noqa: E402
@@ -132,6 +131,9 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_
     render,
     updated,
 )
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+    write_atomically,
+)
 
 ARGUMENT_SPEC = {
     "name": {"type": "str", "required": True},
@@ -141,7 +143,6 @@ ARGUMENT_SPEC = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
 }
 FILE_MODE = "0644"
-FOLDER_MODE = 0o755
 
 
 def read_text(path):
@@ -176,23 +177,6 @@ def inspect_entry(module, engine, name, reference):
     except InspectError as error:
         module.fail_json(msg=f"{engine}, container {name}: {error}")
     return None
-
-
-def write_atomically(module, path, text):
-    folder = os.path.dirname(path) or "."
-    missing = []
-    while not os.path.isdir(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    for created in reversed(missing):
-        os.mkdir(created, FOLDER_MODE)
-        os.chmod(created, FOLDER_MODE)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path) or "."
-    )
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
 
 
 def main():

@@ -206,7 +206,6 @@ path:
 """
 
 import os  # noqa: E402
-import tempfile  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -222,6 +221,9 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._deployment_histo
     parse_history,
     render,
 )
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+    write_atomically,
+)
 
 ARGUMENT_SPEC = {
     "path": {"type": "path", "default": "/var/lib/llmfleet/history.json"},
@@ -236,7 +238,6 @@ ARGUMENT_SPEC = {
     "keep_images": {"type": "int", "default": 3},
 }
 FILE_MODE = "0644"
-FOLDER_MODE = 0o755
 
 
 def utc_now():
@@ -257,23 +258,6 @@ def read_text(module, path):
     except OSError as error:
         module.fail_json(msg=f"cannot read the deployment history {path}: {error}")
     return None, None
-
-
-def write_atomically(module, path, text):
-    folder = os.path.dirname(path) or "."
-    missing = []
-    while not os.path.isdir(folder):
-        missing.append(folder)
-        folder = os.path.dirname(folder)
-    for created in reversed(missing):
-        os.mkdir(created, FOLDER_MODE)
-        os.chmod(created, FOLDER_MODE)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path) or "."
-    )
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
 
 
 def read_entries(module, path, text, unreadable, recording):
