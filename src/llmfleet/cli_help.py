@@ -1,0 +1,101 @@
+"""The help texts of the ``llmfleet`` commands (rich markup)."""
+
+from __future__ import annotations
+
+from llmfleet.paths import ENV_HOME
+
+EXIT_CODES_EPILOG = (
+    "[bold]Exit codes[/bold]\n"
+    "  [green]0[/green]    success\n"
+    "  [red]1[/red]    could not start: bad arguments (any usage error), inventory not found, "
+    "collection not found\n"
+    "  [red]2[/red]    one or more hosts failed a task\n"
+    "  [red]3[/red]    hosts unreachable (and none failed a task)\n"
+    "  [red]4[/red]    ansible could not parse the playbook or inventory\n"
+    "  [yellow]130[/yellow]  interrupted (Ctrl-C)"
+)
+
+APP_HELP = (
+    "Turn a few machines into a private [bold]vLLM[/bold] backend for coding agents.\n\n"
+    "llmfleet drives the [bold]llmfleet.cluster[/bold] Ansible collection: "
+    "[cyan]llmfleet up[/cyan] configures every host of an inventory and shows, per host, what "
+    "is done, what changed and what failed. [cyan]llmfleet lab[/cyan] runs a throwaway cluster "
+    "of containers to try it on.\n\n"
+    "[bold]Quick start[/bold] (in the checkout)\n"
+    "  [cyan]make demo[/cyan]   bring a lab cluster up end to end\n"
+    "  [cyan]make test[/cyan]   run the tests\n\n"
+    "[bold]Example[/bold]\n"
+    "  [cyan]llmfleet up -i inventory/sparks --limit spark-1[/cyan]\n\n"
+    "The collection (the directory holding galaxy.yml and site.yml) is found from the current "
+    f"directory upwards, or set [cyan]{ENV_HOME}[/cyan]."
+)
+
+UP_HELP = (
+    "Bring hosts to their configured state: run [cyan]site.yml[/cyan] (or "
+    "[cyan]playbooks/NAME.yml[/cyan] with [cyan]--playbook NAME[/cyan]) against an inventory."
+    "\n\n"
+    "Idempotent: after fixing a failure, run it again. In a terminal a live table shows each "
+    "host's progress, and a failing task is printed at once with its message and the tail of its "
+    "output. With [cyan]--plain[/cyan] (automatic when stdout is not a terminal, e.g. in CI) each "
+    "finished task is one log line instead. ansible-runner's record of each run (job events, "
+    "output) is kept in a folder of its own under [cyan]artifacts/runs/[/cyan], owner-only, "
+    "secrets hidden.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet up -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet up -i inventory/sparks --limit spark-1 --tags vllm -e vllm_server_port=8001"
+    "[/cyan]\n"
+    "  [cyan]llmfleet up -i inventory/sparks --check --diff[/cyan]   "
+    "dry run, show what would change\n"
+    "  [cyan]llmfleet up -i inventory/sparks --playbook NAME[/cyan]   "
+    "run playbooks/NAME.yml\n"
+    "  [cyan]llmfleet up -i inventory/sparks --json[/cyan]   "
+    "the result as JSON on stdout"
+)
+
+CHECK_HELP = (
+    "Check an inventory without changing any host: run [cyan]playbooks/validate.yml[/cyan], "
+    "the play that [cyan]llmfleet up[/cyan] starts with.\n\n"
+    "Every host must answer; every role's settings are checked for every host it would run on; "
+    "the model's attention heads against the tensor parallel layout (with the layouts that "
+    "would work); the model on every serving host; ports that collide on one host; keys that "
+    "are placeholders or short. Each failure names the host, the variable, the bad value and "
+    "what is expected.\n\n"
+    "[bold]Example[/bold]\n"
+    "  [cyan]llmfleet check -i inventory/sparks[/cyan]"
+)
+
+BENCH_HELP = (
+    "Benchmark the served endpoint: run [cyan]playbooks/bench.yml[/cyan] (the benchmark role) "
+    "against an inventory.\n\n"
+    "Streams chat completions through the matrix in [cyan]benchmark_scenarios[/cyan] (warm-up, "
+    "short prompts at concurrency 4 and 8, a long prompt at 2, concurrency 1/64/256, prefill "
+    "1K/8K/32K), reads the fabric's RDMA counters around the run, and writes JSON, markdown and a "
+    "PNG plot under [cyan]artifacts/bench/[/cyan], compared with the previous run. A progress bar "
+    "shows the scenario and the requests done; with [cyan]--json[/cyan] the result names the "
+    "report files.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet bench -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet bench -i inventory/lab -e benchmark_max_errors=5[/cyan]\n"
+    "  [cyan]llmfleet bench -i inventory/sparks --json | jq .reports[/cyan]"
+)
+
+UPGRADE_HELP = (
+    "Switch what the serving hosts run, keep it only when it proves itself, and go back by "
+    "itself otherwise: run [cyan]playbooks/upgrade.yml[/cyan].\n\n"
+    "Only what is named changes: vLLM's (and Ray's) image with [cyan]--image[/cyan] (tag and "
+    "digest), the model profile with [cyan]--profile[/cyan], the model's revision on the hub "
+    "with [cyan]--model-revision[/cyan]. The inventory is checked with the target, the image "
+    "is pulled and the weights fetched on every serving host before anything stops; then vLLM "
+    "restarts and must answer /health, /v1/models and one request on each API (OpenAI's chat "
+    "completions, Anthropic's messages). When any host fails, every host goes back to what it "
+    "served before and the run fails saying why (exit 2). Each host's history "
+    "([cyan]/var/lib/llmfleet/history.json[/cyan]) lists every switch and its outcome; after an "
+    "upgrade that sticks, only the last [cyan]--keep-images[/cyan] images that served stay.\n\n"
+    "A later [cyan]llmfleet up[/cyan] serves what the inventory names: the run ends with the "
+    "settings to write there to keep the upgrade.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --image "
+    "vllm/vllm-openai:v0.12.0@sha256:<64 hex>[/cyan]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --profile minimax_m27_two_sparks[/cyan]\n"
+    "  [cyan]llmfleet upgrade -i inventory/sparks --model-revision <commit>[/cyan]"
+)
