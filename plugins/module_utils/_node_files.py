@@ -31,3 +31,13 @@ def write_atomically(module, path, text, folder_mode=FOLDER_MODE):
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
     module.atomic_move(tmp, path)
+
+
+def file_diff(path, before, after):
+    """A module result's ``diff`` of a record file's text (``before`` None: no file)."""
+    return {
+        "before_header": path,
+        "after_header": path,
+        "before": before or "",
+        "after": after,
+    }

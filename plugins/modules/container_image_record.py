@@ -132,6 +132,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_
     updated,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+    file_diff,
     write_atomically,
 )
 
@@ -203,12 +204,7 @@ def main():
         changed = module.set_mode_if_different(path, FILE_MODE, changed)
     result = {"changed": changed, "path": path, "record": entry, "images": images}
     if module._diff:
-        result["diff"] = {
-            "before_header": path,
-            "after_header": path,
-            "before": before or "",
-            "after": after,
-        }
+        result["diff"] = file_diff(path, before, after)
     module.exit_json(**result)
 
 

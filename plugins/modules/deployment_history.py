@@ -222,6 +222,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._deployment_histo
     render,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+    file_diff,
     write_atomically,
 )
 
@@ -335,12 +336,7 @@ def main():
         "images_to_keep": images_to_keep(current, entries, params["keep_images"]),
     }
     if module._diff:
-        result["diff"] = {
-            "before_header": path,
-            "after_header": path,
-            "before": before or "",
-            "after": after,
-        }
+        result["diff"] = file_diff(path, before, after)
     module.exit_json(**result)
 
 
