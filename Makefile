@@ -16,6 +16,10 @@ APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar o
 CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
 PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=
+# Two workers: the test lab's tests in one, the labs of their own (molecule's) and the tests
+# without a lab in the other (tests/conftest.py groups them; a run waits more on the labs'
+# processes than it computes). TEST_WORKERS= runs everything in one process.
+TEST_WORKERS ?= -n 2 --dist loadgroup
 
 .PHONY: help demo bench test test-fast lab-deps venv image lab-up lab-down lab-status lint dist clean
 
@@ -63,7 +67,7 @@ bench: lab-deps venv ## Benchmark the orchestration on a fresh lab, then the ser
 
 test: lab-deps venv ## Run every test and quality gate
 	$(LLMFLEET) lab build
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: venv ## Unit tests and linters only (no lab)
 	$(BIN)/pytest -m "not lab" $(PYTEST_ARGS)

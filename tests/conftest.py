@@ -1,14 +1,19 @@
-"""Shared test settings: the collection root, and the venv's tools on PATH."""
+"""Shared test settings: the collection root, the venv's tools on PATH, and how the tests
+share this machine when `make test` runs them on two workers (pytest-xdist, loadgroup)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+LAB_TESTS = ROOT / "tests" / "lab"
 
 # Plugins import as the collection does at run time: ansible_collections.llmfleet.cluster.*
 sys.path.insert(0, str(ROOT / "collections"))
@@ -18,7 +23,78 @@ os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get(
 os.environ.setdefault("ANSIBLE_CONFIG", str(ROOT / "ansible.cfg"))
 os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
 
+# The measurement tests ask for the machine to themselves (see `machine_to_itself`).
+MACHINE_TO_ITSELF = "machine_to_itself"
+
+
+def worker_group(item: pytest.Item) -> str:
+    """Which worker group a test runs in under `--dist loadgroup`. Every test of the test
+    lab (the `lab` session fixture) runs in one worker, in the order tests/lab/conftest.py
+    gives them: a session fixture is per worker, and two workers would start two labs of
+    the same name. Tests that start labs of their own (molecule's groups, the lifecycle
+    labs) run in another, after or beside the tests that need no lab at all."""
+    if "lab" in getattr(item, "fixturenames", ()):
+        return "test-lab"
+    if LAB_TESTS in Path(str(item.fspath)).parents:
+        return "own-labs"
+    return "no-lab"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+
 
 @pytest.fixture(scope="session")
 def collection_root() -> Path:
     return ROOT
+
+
+@contextmanager
+def _locked(path: Path, operation: int) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, operation)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def machine_locks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path] | None:
+    """The two lock files the workers of one run share (in the run's base temp folder, one
+    level above each worker's), or None when the tests run in one process."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    shared = tmp_path_factory.getbasetemp().parent
+    return shared / "machine.turnstile", shared / "machine.lock"
+
+
+@pytest.fixture(autouse=True)
+def machine_shared(
+    request: pytest.FixtureRequest, machine_locks: tuple[Path, Path] | None
+) -> Iterator[None]:
+    """Every test holds the machine shared, so that a test that needs it to itself waits
+    until the other worker's current test ends, and no new one starts meanwhile (the
+    turnstile keeps the shared holders from starving it)."""
+    if machine_locks is None or MACHINE_TO_ITSELF in request.fixturenames:
+        yield
+        return
+    turnstile, machine = machine_locks
+    with _locked(turnstile, fcntl.LOCK_EX):
+        pass
+    with _locked(machine, fcntl.LOCK_SH):
+        yield
+
+
+@pytest.fixture
+def machine_to_itself(machine_locks: tuple[Path, Path] | None) -> Iterator[None]:
+    """For a test whose bounds are measurements (timings read on two shared cores): no test
+    of the other worker runs while it does."""
+    if machine_locks is None:
+        yield
+        return
+    turnstile, machine = machine_locks
+    with _locked(turnstile, fcntl.LOCK_EX), _locked(machine, fcntl.LOCK_EX):
+        yield
