@@ -377,6 +377,16 @@ def upgrade(  # noqa: PLR0917 - typer maps parameters to options
             help="Images kept on each host after an upgrade that sticks (the last N that served).",
         ),
     ] = 3,
+    bench_gate: Annotated[
+        float | None,
+        typer.Option(
+            "--bench-gate",
+            min=0,
+            metavar="PCT",
+            help="Benchmark before and after the switch, and go back when output tokens/s "
+            "drops or TTFT p50 rises by more than PCT percent.",
+        ),
+    ] = None,
     extra_vars: ExtraVarsOption = None,
     verbose: VerboseOption = 0,
     plain: PlainOption = False,
@@ -389,9 +399,16 @@ def upgrade(  # noqa: PLR0917 - typer maps parameters to options
         "llmfleet_upgrade_profile": profile,
         "llmfleet_upgrade_model_revision": model_revision,
     }
-    named = {name: value.strip() for name, value in target.items() if value and value.strip()}
+    named: dict[str, object] = {
+        name: value.strip() for name, value in target.items() if value and value.strip()
+    }
     if not named:
         raise _fail("nothing to upgrade: give --image, --profile or --model-revision")
+    if bench_gate is not None:
+        named |= {
+            "llmfleet_upgrade_benchmark_gate": True,
+            "llmfleet_upgrade_benchmark_allowed_pct": bench_gate,
+        }
     root = _root()
     _run(
         _playbook_path(root, "upgrade"),

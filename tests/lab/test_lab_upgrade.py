@@ -1,8 +1,9 @@
 """`llmfleet upgrade` on the served lab, with vLLM in each node's Docker (the runtime image
 made from the node's own system, as molecule's vllm_server scenario makes it): an image whose
 vLLM refuses its arguments is rolled back by itself and the endpoint answers again from the
-image that served before; a good image sticks, the history on each node lists both switches
-with their outcome, and the images beyond the last ones that served are removed.
+image that served before; a good image sticks through the benchmark gate, the history on each
+node lists both switches with their outcome, and the images beyond the last ones that served
+are removed; a profile that serves slower is caught by the benchmark gate and rolled back.
 
 These tests leave vLLM in containers: conftest runs them after every other test of the
 served lab. The images are built locally and have no registry digest, so the lab allows
@@ -14,8 +15,9 @@ import json
 import subprocess
 
 import pytest
+import yaml
 
-from .conftest import Lab, run_up
+from .conftest import ROOT, Lab, run_up
 
 NODES = ("spark-1", "spark-2")
 RUNTIME = "llmfleet-lab/vllm-runtime"
@@ -49,6 +51,17 @@ docker commit \
   llmfleet-lab-build {RUNTIME}:broken >/dev/null
 docker rm llmfleet-lab-build >/dev/null
 """
+
+
+# The lab's profile, and the same with one sequence at a time: the benchmark gate's four
+# concurrent requests then queue behind each other (a real regression, not a simulated one).
+PROFILES = yaml.safe_load((ROOT / "roles/vllm_server/defaults/main.yml").read_text())[
+    "vllm_server_profiles"
+]
+SERIAL_PROFILES = {
+    "tiny_lab": PROFILES["tiny_lab"],
+    "tiny_lab_serial": {**PROFILES["tiny_lab"], "max_num_seqs": 1},
+}
 
 
 def upgrade(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,9 +134,11 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) 
 
 
 def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
-    run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2")
-    out = run.stdout
+    # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
+    run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2", "--bench-gate", "50")
+    out = " ".join(run.stdout.split())
     assert run.returncode == 0, out[-6000:]
+    assert "spark-1: the benchmark gate passed (gate: 32 ok, 0 errors, TTFT p50" in out, out[-6000:]
     assert f'to keep this, set {{"llmfleet_vllm_image": "{RUNTIME}:2"' in out, out[-6000:]
     for node in NODES:
         assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:2"), node
@@ -132,4 +147,20 @@ def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
         # The last two images that served stay; the broken one, which never served, goes.
         images = lab.out(node, f"docker images --format '{{{{.Tag}}}}' {RUNTIME}").split()
         assert sorted(images) == ["1", "2"], images
+    assert answers(lab)
+
+
+def test_a_slower_profile_fails_the_benchmark_gate_and_is_rolled_back(lab: Lab, in_docker) -> None:
+    profiles = json.dumps({"vllm_server_profiles": SERIAL_PROFILES})
+    run = upgrade(lab, "--profile", "tiny_lab_serial", "--bench-gate", "25", "-e", profiles)
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 2, out[-6000:]
+    assert "spark-1: slower than what served before, beyond the 25.0% the benchmark gate" in out
+    assert "gate: TTFT p50 (ms) " in out, out[-6000:]
+    assert "It was rolled back: the cluster serves" in out, out[-6000:]
+    for node in NODES:
+        assert "max-num-seqs: 8" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml"), node
+        last = history(lab, node)[-1]
+        assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
+        assert (last["from"]["profile"], last["to"]["profile"]) == ("tiny_lab", "tiny_lab_serial")
     assert answers(lab)

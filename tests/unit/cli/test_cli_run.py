@@ -339,10 +339,13 @@ def test_upgrade_passes_the_target_as_upgrade_variables(
             "    - name: Show the target\n"
             "      ansible.builtin.debug:\n"
             "        msg: >-\n"
-            "          target={{ llmfleet_upgrade_image }} {{ llmfleet_upgrade_profile }}\n"
+            "          target={{ llmfleet_upgrade_image | default('none') }}\n"
+            "          {{ llmfleet_upgrade_profile }}\n"
             "          {{ llmfleet_upgrade_model_revision | default('none') }}\n"
             "          keep={{ llmfleet_upgrade_keep_images }}\n"
             "          image_var={{ vllm_server_image | default('unset') }}\n"
+            "          gate={{ llmfleet_upgrade_benchmark_gate | default('off') }}\n"
+            "          {{ llmfleet_upgrade_benchmark_allowed_pct | default('') }}\n"
         ),
         encoding="utf-8",
     )
@@ -356,8 +359,16 @@ def test_upgrade_passes_the_target_as_upgrade_variables(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (
-        f"target=repo/vllm:v2@sha256:{'a' * 64} other none keep=2 image_var=unset" in result.output
+        f"target=repo/vllm:v2@sha256:{'a' * 64} other none keep=2 image_var=unset gate=off"
+        in result.output
     ), result.output
+    result = runner.invoke(
+        app,
+        ["upgrade", "-i", str(fake_collection.inventory), "--plain", "-v", "--profile", "p",
+         "--bench-gate", "12.5"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "gate=True 12.5" in result.output, result.output
 
 
 @pytest.mark.parametrize(
@@ -381,3 +392,12 @@ def test_upgrade_refuses_fewer_than_one_image_kept(fake_collection: Any) -> None
     )
     assert result.exit_code == 1
     assert "--keep-images" in result.output
+
+
+def test_upgrade_refuses_a_negative_bench_gate(fake_collection: Any) -> None:
+    result = runner.invoke(
+        app,
+        ["upgrade", "-i", str(fake_collection.inventory), "--profile", "p", "--bench-gate", "-5"],
+    )
+    assert result.exit_code == 1
+    assert "--bench-gate" in result.output
