@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 # Two workers: the test lab's tests in one, the labs of their own (molecule's) and the tests
 # without a lab in the other (tests/conftest.py groups them; a run waits more on the labs'
 # processes than it computes). TEST_WORKERS= runs everything in one process.
-TEST_WORKERS ?= -n 2 --dist loadgroup
+TEST_WORKERS ?= -n 2 --dist loadscope
 
 .PHONY: help demo bench test test-fast lab-deps venv image lab-up lab-down lab-status lint dist clean
 

@@ -1,5 +1,5 @@
 """Shared test settings: the collection root, the venv's tools on PATH, and how the tests
-share this machine when `make test` runs them on two workers (pytest-xdist, loadgroup)."""
+share this machine when `make test` runs them on two workers (pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LAB_TESTS = ROOT / "tests" / "lab"
 
 # Plugins import as the collection does at run time: ansible_collections.llmfleet.cluster.*
 sys.path.insert(0, str(ROOT / "collections"))
@@ -27,23 +26,51 @@ os.environ.setdefault("ANSIBLE_NOCOLOR", "1")
 MACHINE_TO_ITSELF = "machine_to_itself"
 
 
-def worker_group(item: pytest.Item) -> str:
-    """Which worker group a test runs in under `--dist loadgroup`. Every test of the test
-    lab (the `lab` session fixture) runs in one worker, in the order tests/lab/conftest.py
-    gives them: a session fixture is per worker, and two workers would start two labs of
-    the same name. Tests that start labs of their own (molecule's groups, the lifecycle
-    labs) run in another, after or beside the tests that need no lab at all."""
-    if "lab" in getattr(item, "fixturenames", ()):
-        return "test-lab"
-    if LAB_TESTS in Path(str(item.fspath)).parents:
-        return "own-labs"
-    return "no-lab"
+# Test files of tests/lab that start labs of their own (never the session's `lab`).
+OWN_LAB_FILES = frozenset({"test_molecule.py", "test_lab_lifecycle.py"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def worker_group(nodeid: str) -> str:
+    """Which worker runs a test when `make test` runs two (`-n 2 --dist loadscope`, whose
+    scopes are these groups, see pytest_xdist_make_scheduler). Every test of the test lab
+    (the `lab` session fixture) runs in one worker, in the order tests/lab/conftest.py
+    gives them: a session fixture is per worker, and two workers would start two labs of the
+    same name. The tests that start labs of their own (molecule's groups, the lifecycle labs)
+    run in a group of their own, the tests without a lab in a third; the second worker takes
+    those one after the other. Read from the test's id: the controller knows nothing else."""
+    path = nodeid.split("::", 1)[0]
+    if not path.startswith("tests/lab/"):
+        return "no-lab"
+    return "own-labs" if path.rsplit("/", 1)[-1] in OWN_LAB_FILES else "test-lab"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under `--dist loadscope`, the scopes are the worker groups (see worker_group)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with xdist
+
+    class ByLab(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return ByLab(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
+    """A test of an own-lab file that asks for the session's lab would start it in the
+    wrong worker: refused at collection, naming the test."""
+    strays = [
+        item.nodeid
+        for item in items
+        if "lab" in getattr(item, "fixturenames", ()) and worker_group(item.nodeid) != "test-lab"
+    ]
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use the session's `lab` fixture but live in a file of"
+            f" OWN_LAB_FILES ({', '.join(sorted(OWN_LAB_FILES))}), which runs in another worker:"
+            " move the test, or the file out of OWN_LAB_FILES (tests/conftest.py)"
+        )
 
 
 @pytest.fixture(scope="session")
