@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_inputs import (
+    NESTED_CONFIGS,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_plan import (
+    tensor_parallel_fits,
+)
 
-# Where a multimodal or wrapped model keeps its language model's settings in config.json.
-_NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
 _PLACEHOLDER = re.compile(
     r"change[-_ ]?me|changeit|placeholder|replace[-_ ]?me|your[-_ ]?(api[-_ ]?)?(key|token)"
     r"|^<.*>$|^x+$|^(secret|password|token|apikey|api[-_]key|example|test|dummy|todo|none|null)$",
@@ -25,21 +29,12 @@ def _heads(model_config):
     """(attention heads, KV heads) from a config.json mapping; (None, None) when unknown."""
     if not isinstance(model_config, dict):
         return None, None
-    for config in [model_config] + [model_config.get(key) for key in _NESTED_CONFIGS]:
+    for config in [model_config] + [model_config.get(key) for key in NESTED_CONFIGS]:
         if isinstance(config, dict) and config.get("num_attention_heads"):
             heads = int(config["num_attention_heads"])
             kv_heads = int(config.get("num_key_value_heads") or heads)
             return heads, kv_heads
     return None, None
-
-
-def tensor_parallel_fits(tensor_parallel_size, heads, kv_heads):
-    """vLLM's rule: TP divides the attention heads; it divides the KV heads when there are
-    at least as many of them, else the KV heads divide TP (each is then replicated)."""
-    tp = int(tensor_parallel_size)
-    if tp < 1 or heads % tp:
-        return False
-    return kv_heads % tp == 0 if kv_heads >= tp else tp % kv_heads == 0
 
 
 def _hosts(count):

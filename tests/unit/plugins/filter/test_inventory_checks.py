@@ -9,31 +9,11 @@ from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import
     parallel_layout_problems,
     port_collisions,
     secret_problems,
-    tensor_parallel_fits,
 )
 
 LAB_MODEL = {"num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 2}
 MINIMAX_M2 = {"num_attention_heads": 48, "num_key_value_heads": 8}
 SPARKS = ["spark-1", "spark-2", "spark-3", "spark-4"]
-
-
-@pytest.mark.parametrize(
-    ("tp", "heads", "kv_heads", "fits"),
-    [
-        (1, 2, 1, True),
-        (2, 2, 1, True),  # one KV head replicated on both ranks
-        (3, 2, 1, False),  # 3 does not divide 2 heads
-        (4, 2, 1, False),
-        (8, 48, 8, True),
-        (4, 48, 8, True),
-        (16, 64, 8, True),  # more ranks than KV heads: each replicated, 16 % 8 == 0
-        (6, 48, 8, False),  # 6 divides 48 heads, not 8 KV heads
-        (12, 48, 8, False),  # more ranks than KV heads, and 8 does not divide 12
-        (0, 2, 1, False),
-    ],
-)
-def test_tensor_parallel_fits_follows_vllm(tp: int, heads: int, kv_heads: int, fits: bool) -> None:
-    assert tensor_parallel_fits(tp, heads, kv_heads) is fits
 
 
 def test_three_sparks_for_two_heads_names_the_layouts_that_work() -> None:

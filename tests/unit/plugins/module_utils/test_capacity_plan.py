@@ -129,6 +129,8 @@ def test_mla_keeps_one_latent_on_every_tensor_parallel_rank() -> None:
         (6, 48, 8, False),
         (4, 64, 6, False),
         (1, 7, 7, True),
+        (12, 48, 8, False),  # more ranks than KV heads, and 8 does not divide 12
+        (0, 2, 1, False),
     ],
 )
 def test_tensor_parallel_rule(tp: int, heads: int, kv_heads: int, fits: bool) -> None:
