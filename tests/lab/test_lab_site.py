@@ -216,16 +216,16 @@ def vllm_started(lab: Lab, node: str) -> str:
 
 def test_a_due_restart_survives_a_failed_run_and_a_broken_start_fails_fast(lab: Lab, site) -> None:
     """Profile changes converged with --tags preflight,vllm_server (the validation play runs
-    all the same): a restart that a failed run left undone happens on the next run, and a
-    start vLLM refuses fails the run at once with vLLM's reason, then stops at its start
-    limit instead of looping."""
+    all the same): a restart that a failed run left undone happens on the next run, a file
+    changed on one rank restarts every rank of the group, and a start vLLM refuses fails the
+    run at once with vLLM's reason, then stops at its start limit instead of looping."""
     tags = ("--tags", "preflight,vllm_server")
     started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
 
     try:
         due_restart_and_broken_start(lab, tags, started)
     finally:
-        # 4. Back to the lab profile (whatever failed above: the tests after this one need
+        # 5. Back to the lab profile (whatever failed above: the tests after this one need
         # a serving lab): the failed unit starts again and serves.
         proc = run_up(lab, *tags)
     assert proc.returncode == 0, proc.stdout[-4000:]
@@ -255,12 +255,27 @@ def due_restart_and_broken_start(lab: Lab, tags: tuple[str, ...], started: dict[
     proc = run_up(lab, *tags, "-e", fewer_seqs)
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 0, out[-4000:]
-    assert "Restart vLLM for a configuration that an earlier run wrote but did not apply" in out
+    assert f"spark-1: {marker} is there: restarting vLLM with every rank of the group" in out
     for node in ("spark-1", "spark-2"):
         assert vllm_started(lab, node) != started[node]
         assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1
 
-    # 3. A value the installed vLLM refuses at start: the run fails as soon as the ranks
+    # 3. A file of one rank only changed (edited by hand on spark-2): every rank restarts.
+    # spark-2 restarted alone left rank 0's engine dead: the run passed, the next request
+    # failed with HTTP 500 (EngineDeadError) and rank 0 exited (found 2026-11-24).
+    started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
+    lab.sh("spark-2", "echo '# edited by hand' >> /etc/llmfleet/private/vllm.env")
+    proc = run_up(lab, *tags, "-e", fewer_seqs)
+    out = " ".join(proc.stdout.split())
+    assert proc.returncode == 0, out[-4000:]
+    due = "spark-1: a restart is due on spark-2: restarting vLLM with every rank of the group"
+    assert due in out, out[-4000:]
+    for node in ("spark-1", "spark-2"):
+        assert vllm_started(lab, node) != started[node]
+    code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+    assert code == 200, text
+
+    # 4. A value the installed vLLM refuses at start: the run fails as soon as the ranks
     # exit, with vLLM's own reason, not after vllm_server_start_timeout.
     broken = json.dumps(
         {"vllm_server_profile_overrides": {"max_num_seqs": 6, "kv_cache_dtype": "fp4"}}
