@@ -30,6 +30,7 @@ PROFILE_SPECIAL = (
     "args",
     "env",
     "model_config",
+    "checkpoint_bytes",
 )
 PROFILE_KEYS = PROFILE_SPECIAL[:1] + PROFILE_OPTIONS + PROFILE_SPECIAL[1:]
 
