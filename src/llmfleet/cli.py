@@ -22,11 +22,13 @@ from llmfleet.cli_help import (
     BENCH_HELP,
     CHECK_HELP,
     EXIT_CODES_EPILOG,
+    PLAN_HELP,
     UP_HELP,
     UPGRADE_HELP,
 )
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.plan import plan
 from llmfleet.run_outcome import ExitCode, result_summary
 from llmfleet.runner import RunnerError, run_playbook
 
@@ -67,6 +69,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(lab_app, name="lab")
+app.command(help=PLAN_HELP, epilog=EXIT_CODES_EPILOG)(plan)
 
 
 def _print_version(value: bool) -> None:

@@ -103,3 +103,21 @@ UPGRADE_HELP = (
     "--bench-gate 10[/cyan]\n"
     "  [cyan]llmfleet upgrade -i inventory/sparks --model-revision <commit>[/cyan]"
 )
+
+PLAN_HELP = (
+    "Plan the KV cache of every vLLM launch of an inventory, without reaching any host: run "
+    "[cyan]playbooks/plan.yml[/cyan] on this machine and print, for each launch (the Spark "
+    "cluster, each single-node GPU host), every tensor x pipeline parallel layout whose TP "
+    "divides the model's heads: per GPU the weights, the KV cache bytes per token, the KV "
+    "cache in tokens and the maximum concurrency at max_model_len, whether it fits and why "
+    "not, then the assumptions (the allowance for what vLLM measures at start). The numbers "
+    "follow vLLM's own formulas (docs/capacity.md).\n\n"
+    "The model is the profile's [cyan]model_config[/cyan] (or config.json, when the model is "
+    "a folder on this machine), the GPU's memory [cyan]llmfleet_gpu_memory_gib[/cyan]. Exit "
+    "code 2 when the layout asked for does not fit, 1 when the plan cannot be made.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet plan -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet plan -i inventory/sparks -e llmfleet_vllm_profile=qwen3_vl_two_sparks"
+    "[/cyan]\n"
+    "  [cyan]llmfleet plan -i inventory/gh200 --json | jq '.plans[0].plan.layout'[/cyan]"
+)

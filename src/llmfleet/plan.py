@@ -1,0 +1,194 @@
+"""``llmfleet plan``: the capacity plan of an inventory's launches, as a table or JSON.
+
+``playbooks/plan.yml`` computes each plan on this machine (the filter
+``llmfleet.cluster.capacity_plan``, from the profile and the inventory alone, no host is
+reached) and writes it as JSON; this module runs it and prints what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.run_outcome import ExitCode
+from llmfleet.runner import RunnerError, run_playbook
+
+GIB = 1024**3
+
+
+def run_plan_playbook(
+    root: Path, inventory: Path, extravars: list[dict[str, Any] | Path], verbosity: int
+) -> tuple[ExitCode, list[dict[str, Any]]]:
+    """Run playbooks/plan.yml (its progress on stderr); its exit code and the plans written."""
+    with tempfile.TemporaryDirectory(prefix="llmfleet-plan-") as folder:
+        result = run_playbook(
+            root / "playbooks" / "plan.yml",
+            inventory,
+            extravars=[*extravars, {"llmfleet_plan_dir": folder}],
+            verbosity=verbosity,
+            console=Console(stderr=True),
+            root=root,
+        )
+        plans = [
+            json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(folder).glob("*.json"))
+        ]
+    return result.exit_code, plans
+
+
+def plan_exit_code(plans: list[dict[str, Any]]) -> ExitCode:
+    """1 when a launch cannot be planned, 2 when the layout asked for does not fit, else 0."""
+    if any("error" in plan for plan in plans):
+        return ExitCode.NOT_STARTED
+    if any(not plan["plan"]["layout"]["fits"] for plan in plans):
+        return ExitCode.HOST_FAILED
+    return ExitCode.OK
+
+
+def _title(entry: dict[str, Any]) -> str:
+    return "{}: profile {} ({})".format(
+        ", ".join(entry["hosts"]), entry["profile"], entry.get("model", "?")
+    )
+
+
+def plan_table(entry: dict[str, Any]) -> Table:
+    """One launch's layouts: per GPU weights, KV bytes per token, KV cache tokens and the
+    maximum concurrency at max_model_len, the layout asked for marked."""
+    plan = entry["plan"]
+    asked = plan["layout"]
+    table = Table(
+        title=escape(_title(entry)),
+        caption="max_model_len {:,}; * the layout asked for".format(
+            plan["settings"]["max_model_len"]
+        ),
+    )
+    for column in ("hosts", "TP", "PP", "weights/GPU", "KV/token", "KV cache/GPU", "KV tokens"):
+        table.add_column(column, justify="right")
+    table.add_column("max concurrency", justify="right")
+    table.add_column("fits")
+    for row in plan["layouts"]:
+        is_asked = (row["tensor_parallel_size"], row["pipeline_parallel_size"]) == (
+            asked["tensor_parallel_size"],
+            asked["pipeline_parallel_size"],
+        ) and row["hosts"] == asked["hosts"]
+        table.add_row(
+            "{}{1}".format(row["hosts"], " *" if is_asked else ""),
+            str(row["tensor_parallel_size"]),
+            str(row["pipeline_parallel_size"]),
+            "{:.2f} GiB".format(row["weights_per_rank_bytes"] / GIB),
+            "{:,} B".format(row["kv_bytes_per_token"]),
+            "{:.2f} GiB".format(row["kv_cache_bytes"] / GIB),
+            "{:,}".format(row["kv_cache_tokens"]),
+            "{:.2f}x".format(row["max_concurrency"]),
+            "[green]yes[/green]"
+            if row["fits"]
+            else "[red]no[/red]: " + escape("; ".join(row["problems"])),
+        )
+    return table
+
+
+def print_plans(console: Console, plans: list[dict[str, Any]]) -> None:
+    """Each launch's table, the layout asked for, why it cannot work and the assumptions."""
+    for entry in plans:
+        if "error" in entry:
+            console.print(
+                "[bold red]error:[/bold red] {}: {}".format(
+                    escape(_title(entry)), escape(entry["error"])
+                ),
+                soft_wrap=True,
+                highlight=False,
+            )
+            continue
+        plan = entry["plan"]
+        asked = plan["layout"]
+        console.print(plan_table(entry))
+        verdict = (
+            "[green]fits[/green]: {:,} tokens of KV cache, {:.2f}x at max_model_len".format(
+                asked["kv_cache_tokens"], asked["max_concurrency"]
+            )
+            if asked["fits"]
+            else "[red]does not fit[/red]"
+        )
+        console.print(
+            "Asked for: tensor parallel {} x pipeline parallel {}: {}".format(
+                asked["tensor_parallel_size"], asked["pipeline_parallel_size"], verdict
+            ),
+            highlight=False,
+        )
+        for problem in entry["problems"]:
+            console.print("  - " + escape(problem), soft_wrap=True, highlight=False)
+        console.print("Assumptions:", highlight=False)
+        for assumption in plan["assumptions"]:
+            console.print("  - " + escape(assumption), soft_wrap=True, highlight=False)
+        console.print()
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True).print(
+        f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False
+    )
+    return typer.Exit(int(ExitCode.NOT_STARTED))
+
+
+def plan(
+    inventory: Annotated[
+        Path,
+        typer.Option(
+            "-i",
+            "--inventory",
+            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
+            show_default=False,
+        ),
+    ],
+    extra_vars: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-e",
+            "--extra-vars",
+            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
+            "repeatable, later ones win.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the plans as JSON on stdout (one per launch: hosts, profile, model, "
+            "plan, problems; or error).",
+        ),
+    ] = False,
+    verbose: Annotated[
+        int, typer.Option("-v", "--verbose", count=True, help="More ansible output.")
+    ] = 0,
+) -> None:
+    """Plan the KV cache of every launch of an inventory."""
+    from llmfleet.cli import parse_extra_vars  # noqa: PLC0415 - cli imports this module
+
+    if not inventory.exists():
+        raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+    try:
+        root = collection_root()
+        extravars = parse_extra_vars(extra_vars or [])
+        code, plans = run_plan_playbook(root, inventory, extravars, verbose)
+    except (CollectionNotFound, RunnerError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    if code != ExitCode.OK:
+        raise typer.Exit(int(code))
+    if not plans:
+        raise _fail(
+            f"{inventory} has no vLLM launch to plan (no host in the sparks or gh200 group)"
+        )
+    if as_json:
+        typer.echo(json.dumps({"inventory": str(inventory), "plans": plans}, indent=2))
+    else:
+        print_plans(Console(), plans)
+    raise typer.Exit(int(plan_exit_code(plans)))
