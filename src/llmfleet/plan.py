@@ -80,7 +80,7 @@ def plan_table(entry: dict[str, Any]) -> Table:
             asked["pipeline_parallel_size"],
         ) and row["hosts"] == asked["hosts"]
         table.add_row(
-            "{}{1}".format(row["hosts"], " *" if is_asked else ""),
+            str(row["hosts"]) + (" *" if is_asked else ""),
             str(row["tensor_parallel_size"]),
             str(row["pipeline_parallel_size"]),
             "{:.2f} GiB".format(row["weights_per_rank_bytes"] / GIB),
