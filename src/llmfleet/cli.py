@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import tempfile
 from collections.abc import Callable
 from importlib import metadata
@@ -12,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from llmfleet import __version__
@@ -25,6 +23,17 @@ from llmfleet.cli_help import (
     PLAN_HELP,
     UP_HELP,
     UPGRADE_HELP,
+)
+from llmfleet.cli_options import (
+    RUNS_FOLDER,
+    ArtifactsOption,
+    ExtraVarsOption,
+    InventoryOption,
+    JsonOption,
+    PlainOption,
+    VerboseOption,
+    fail,
+    parse_extra_vars,
 )
 from llmfleet.lab.cli import lab_app
 from llmfleet.paths import CollectionNotFound, collection_root
@@ -93,48 +102,6 @@ def main(
     """Turn a few machines into a private vLLM backend for coding agents."""
 
 
-_err = Console(stderr=True)
-
-
-def _fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> typer.Exit:
-    _err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False)
-    return typer.Exit(int(code))
-
-
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def parse_extra_vars(values: list[str]) -> list[dict[str, Any] | Path]:
-    """Turn ``-e`` values into run_playbook's ``extravars``, keeping their order.
-
-    ``KEY=VALUE`` (one pair; the value is a string, as with ansible), ``@FILE`` (YAML or JSON
-    file) or a JSON object (``'{"vllm_port": 8001}'``). Raises ``ValueError`` on anything else.
-    """
-    out: list[dict[str, Any] | Path] = []
-    for raw in values:
-        value = raw.strip()
-        if value.startswith("@"):
-            path = Path(value[1:]).expanduser()
-            if not path.is_file():
-                raise ValueError(f"extra-vars file not found: {value[1:]}")
-            out.append(path)
-        elif value.startswith("{"):
-            try:
-                obj = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"extra-vars is not valid JSON: {exc}") from exc
-            if not isinstance(obj, dict):
-                raise ValueError("extra-vars JSON must be an object")
-            out.append(obj)
-        else:
-            key, sep, val = raw.partition("=")
-            key = key.strip()
-            if not sep or not _VAR_NAME.match(key):
-                raise ValueError(f"extra-vars {raw!r} is not KEY=VALUE, @FILE or a JSON object")
-            out.append({key: val})
-    return out
-
-
 def _playbook_path(root: Path, name: str | None) -> Path:
     if name is None:
         return root / "site.yml"
@@ -143,63 +110,8 @@ def _playbook_path(root: Path, name: str | None) -> Path:
     if not path.is_file():
         known = sorted(p.stem for p in (root / "playbooks").glob("*.yml"))
         hint = f"; available: {', '.join(known)}" if known else ""
-        raise _fail(f"playbook {name!r} not found at {path}{hint}")
+        raise fail(f"playbook {name!r} not found at {path}{hint}")
     return path
-
-
-# ansible-runner's records of the runs, in the collection (git ignores artifacts/).
-RUNS_FOLDER = "artifacts/runs"
-
-# Options that `up` and `bench` share.
-InventoryOption = Annotated[
-    Path,
-    typer.Option(
-        "-i",
-        "--inventory",
-        help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
-        show_default=False,
-    ),
-]
-ExtraVarsOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "-e",
-        "--extra-vars",
-        help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-        "repeatable, later ones win.",
-        show_default=False,
-    ),
-]
-VerboseOption = Annotated[
-    int,
-    typer.Option(
-        "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
-    ),
-]
-ArtifactsOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--artifacts",
-        metavar="DIR",
-        help="Where ansible-runner's record of each run (job events, output) is kept, a folder "
-        "per run ([cyan]<UTC time>-<playbook>[/cyan]), owner-only (0700), secrets hidden "
-        f"[default: [cyan]{RUNS_FOLDER}[/cyan] in the collection].",
-        show_default=False,
-    ),
-]
-JsonOption = Annotated[
-    bool,
-    typer.Option(
-        "--json",
-        help="Print the result as JSON on stdout (exit code, ansible's rc, per host "
-        "ok/changed/failed/unreachable, failures, the run's artifacts folder, reports); the "
-        "progress goes to stderr. Nothing on stdout when the run cannot start (exit 1).",
-    ),
-]
-PlainOption = Annotated[
-    bool,
-    typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
-]
 
 
 @app.command(help=UP_HELP, epilog=EXIT_CODES_EPILOG)
@@ -257,7 +169,7 @@ def _root() -> Path:
     try:
         return collection_root()
     except CollectionNotFound as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _run(
@@ -275,11 +187,11 @@ def _run(
     """Run a playbook with the live display and exit with its exit code; with ``as_json``
     the display goes to stderr and the result, as JSON, to stdout."""
     if not inventory.exists():
-        raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
         extravars = parse_extra_vars(extra_vars or [])
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     try:
         result = run_playbook(
             pb,
@@ -293,9 +205,9 @@ def _run(
             **options,
         )
     except RunnerError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except KeyboardInterrupt:
-        raise _fail("interrupted", ExitCode.INTERRUPTED) from None
+        raise fail("interrupted", ExitCode.INTERRUPTED) from None
     if as_json:
         summary = {"playbook": str(pb), "inventory": str(inventory), **result_summary(result)}
         typer.echo(json.dumps(summary, indent=2))
@@ -406,7 +318,7 @@ def upgrade(  # noqa: PLR0917 - typer maps parameters to options
         name: value.strip() for name, value in target.items() if value and value.strip()
     }
     if not named:
-        raise _fail("nothing to upgrade: give --image, --profile or --model-revision")
+        raise fail("nothing to upgrade: give --image, --profile or --model-revision")
     if bench_gate is not None:
         named |= {
             "llmfleet_upgrade_benchmark_gate": True,

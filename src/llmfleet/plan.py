@@ -17,6 +17,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from llmfleet.cli_options import (
+    ExtraVarsOption,
+    InventoryOption,
+    VerboseOption,
+    fail,
+    parse_extra_vars,
+)
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.run_outcome import ExitCode
 from llmfleet.runner import RunnerError, run_playbook
@@ -131,33 +138,9 @@ def print_plans(console: Console, plans: list[dict[str, Any]]) -> None:
         console.print()
 
 
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(
-        f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False
-    )
-    return typer.Exit(int(ExitCode.NOT_STARTED))
-
-
 def plan(
-    inventory: Annotated[
-        Path,
-        typer.Option(
-            "-i",
-            "--inventory",
-            help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
-            show_default=False,
-        ),
-    ],
-    extra_vars: Annotated[
-        list[str] | None,
-        typer.Option(
-            "-e",
-            "--extra-vars",
-            help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-            "repeatable, later ones win.",
-            show_default=False,
-        ),
-    ] = None,
+    inventory: InventoryOption,
+    extra_vars: ExtraVarsOption = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -166,27 +149,21 @@ def plan(
             "plan, problems; or error).",
         ),
     ] = False,
-    verbose: Annotated[
-        int, typer.Option("-v", "--verbose", count=True, help="More ansible output.")
-    ] = 0,
+    verbose: VerboseOption = 0,
 ) -> None:
     """Plan the KV cache of every launch of an inventory."""
-    from llmfleet.cli import parse_extra_vars  # noqa: PLC0415 - cli imports this module
-
     if not inventory.exists():
-        raise _fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
         root = collection_root()
         extravars = parse_extra_vars(extra_vars or [])
         code, plans = run_plan_playbook(root, inventory, extravars, verbose)
     except (CollectionNotFound, RunnerError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if code != ExitCode.OK:
         raise typer.Exit(int(code))
     if not plans:
-        raise _fail(
-            f"{inventory} has no vLLM launch to plan (no host in the sparks or gh200 group)"
-        )
+        raise fail(f"{inventory} has no vLLM launch to plan (no host in the sparks or gh200 group)")
     if as_json:
         typer.echo(json.dumps({"inventory": str(inventory), "plans": plans}, indent=2))
     else:

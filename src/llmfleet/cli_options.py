@@ -1,0 +1,111 @@
+"""What the ``llmfleet`` commands share: their common options, ``-e`` parsing, and how a
+command that cannot start says why (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from llmfleet.run_outcome import ExitCode
+
+_err = Console(stderr=True)
+
+
+def fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> typer.Exit:
+    _err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False)
+    return typer.Exit(int(code))
+
+
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_extra_vars(values: list[str]) -> list[dict[str, Any] | Path]:
+    """Turn ``-e`` values into run_playbook's ``extravars``, keeping their order.
+
+    ``KEY=VALUE`` (one pair; the value is a string, as with ansible), ``@FILE`` (YAML or JSON
+    file) or a JSON object (``'{"vllm_port": 8001}'``). Raises ``ValueError`` on anything else.
+    """
+    out: list[dict[str, Any] | Path] = []
+    for raw in values:
+        value = raw.strip()
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser()
+            if not path.is_file():
+                raise ValueError(f"extra-vars file not found: {value[1:]}")
+            out.append(path)
+        elif value.startswith("{"):
+            try:
+                obj = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"extra-vars is not valid JSON: {exc}") from exc
+            if not isinstance(obj, dict):
+                raise ValueError("extra-vars JSON must be an object")
+            out.append(obj)
+        else:
+            key, sep, val = raw.partition("=")
+            key = key.strip()
+            if not sep or not _VAR_NAME.match(key):
+                raise ValueError(f"extra-vars {raw!r} is not KEY=VALUE, @FILE or a JSON object")
+            out.append({key: val})
+    return out
+
+
+# ansible-runner's records of the runs, in the collection (git ignores artifacts/).
+RUNS_FOLDER = "artifacts/runs"
+
+# Options that `up` and `bench` share.
+InventoryOption = Annotated[
+    Path,
+    typer.Option(
+        "-i",
+        "--inventory",
+        help="Inventory file or directory (e.g. [cyan]inventory/sparks[/cyan]).",
+        show_default=False,
+    ),
+]
+ExtraVarsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "-e",
+        "--extra-vars",
+        help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
+        "repeatable, later ones win.",
+        show_default=False,
+    ),
+]
+VerboseOption = Annotated[
+    int,
+    typer.Option(
+        "-v", "--verbose", count=True, help="More ansible output (-vvv for connection debug)."
+    ),
+]
+ArtifactsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--artifacts",
+        metavar="DIR",
+        help="Where ansible-runner's record of each run (job events, output) is kept, a folder "
+        "per run ([cyan]<UTC time>-<playbook>[/cyan]), owner-only (0700), secrets hidden "
+        f"[default: [cyan]{RUNS_FOLDER}[/cyan] in the collection].",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        help="Print the result as JSON on stdout (exit code, ansible's rc, per host "
+        "ok/changed/failed/unreachable, failures, the run's artifacts folder, reports); the "
+        "progress goes to stderr. Nothing on stdout when the run cannot start (exit 1).",
+    ),
+]
+PlainOption = Annotated[
+    bool,
+    typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
+]
