@@ -149,6 +149,15 @@ CASES = [
         ["sets max_model_len 262144, above the model's max_position_embeddings 131072"],
     ),
     (
+        "kv_cache_below_one_request",
+        [overrides(max_model_len=4194304, env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})],
+        BOTH,
+        [
+            "the KV cache (1.00 GiB per GPU, 2,097,152 tokens) cannot hold one request of"
+            " max_model_len 4,194,304 tokens; the longest that fits is 2,097,024"
+        ],
+    ),
+    (
         "key_in_profile_args",
         [overrides(args={"api_key": "sk-in-the-profile"})],
         BOTH,
