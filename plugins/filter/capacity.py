@@ -14,13 +14,23 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_plan im
 )
 
 
-def capacity_plan(model_config, cluster, serving=None, checkpoint_bytes=None):
+def capacity_plan(model_config, cluster, serving=None, checkpoint_bytes=None, unplannable="error"):
     """The plan for serving ``model_config`` (config.json) on ``cluster`` with vLLM's
     ``serving`` settings: per GPU weights, KV bytes per token, KV cache tokens and maximum
-    concurrency, for the layout asked for and every valid one, with the assumptions."""
+    concurrency, for the layout asked for and every valid one, with the assumptions.
+
+    ``unplannable="skip"`` returns None for inputs the planner does not know (a KV cache
+    dtype it has no size for, a config.json without the shapes it reads): the validation
+    play then leaves the judgement to vLLM rather than refuse what vLLM may accept."""
+    if unplannable not in ("error", "skip"):
+        raise AnsibleFilterError(
+            f"capacity_plan: unplannable is {unplannable!r}; expected error or skip"
+        )
     try:
         return plan_capacity(model_config, cluster, serving, checkpoint_bytes)
     except CapacityInputError as error:
+        if unplannable == "skip":
+            return None
         raise AnsibleFilterError(f"capacity_plan: {error}") from error
 
 

@@ -77,7 +77,7 @@ def blocks_per_request(model, settings, pp, max_model_len):
     """Blocks one request of ``max_model_len`` tokens takes from the shared pool: every
     full-attention group ``ceil(len / block_size)``; a sliding-window group the window plus
     the tokens in flight (``SlidingWindowSpec.max_admission_blocks_per_request``)."""
-    _, full_groups, sliding_groups = _cache_groups(model, settings, pp)
+    full_groups, sliding_groups = _cache_groups(model, settings, pp)[1:]
     block = settings["block_size"]
     batches = pp if settings["device"] == "cpu" or pp > 1 else 2  # async scheduling: 2
     in_flight = batches * settings["max_num_batched_tokens"]
@@ -91,7 +91,7 @@ def blocks_per_request(model, settings, pp, max_model_len):
 def kv_cache_capacity(model, settings, tp, pp, kv_cache_bytes):
     """Blocks, the "KV cache size" in tokens and the maximum concurrency vLLM prints for
     ``kv_cache_bytes`` of cache on each rank, and the longest max_model_len that fits."""
-    layers_per_group, _, _ = _cache_groups(model, settings, pp)
+    layers_per_group = _cache_groups(model, settings, pp)[0]
     per_layer = kv_bytes_per_token_per_layer(model, tp, settings["kv_cache_dtype_bytes"])
     block_bytes = layers_per_group * settings["block_size"] * per_layer
     blocks = max(0, int(kv_cache_bytes // block_bytes)) if block_bytes else 0

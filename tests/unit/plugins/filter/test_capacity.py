@@ -62,3 +62,13 @@ def test_a_bad_input_is_a_filter_error_naming_the_field() -> None:
 def test_problems_need_a_plan(plan: object) -> None:
     with pytest.raises(AnsibleFilterError, match="needs the result of capacity_plan"):
         capacity_problems(plan)
+
+
+def test_an_input_the_planner_does_not_know_is_skipped_when_asked() -> None:
+    """The validation play leaves a KV cache dtype the planner has no size for to vLLM."""
+    serving = {**LAB_SERVING, "kv_cache_dtype": "fp4"}
+    with pytest.raises(AnsibleFilterError, match="kv_cache_dtype"):
+        capacity_plan(LAB_MODEL, LAB, serving)
+    assert capacity_plan(LAB_MODEL, LAB, serving, None, "skip") is None
+    with pytest.raises(AnsibleFilterError, match="unplannable is 'ignore'; expected error or skip"):
+        capacity_plan(LAB_MODEL, LAB, serving, None, "ignore")
