@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils._ethtool import ethtool_link
 
 IBDEV2NETDEV_LINE = re.compile(
     r"^(?:\S+\s+)?(?P<device>\S+)(?:\s+\(.*?\).*?)?\s+port\s+(?P<port>\d+)"
     r"(?:\s+\((?P<port_state>[A-Z_]+)\))?\s+==>\s+(?P<netdev>\S+)\s+\((?P<state>\w+)\)\s*$"
 )
-ETHTOOL_SPEED = re.compile(r"^\s*Speed:\s*(?P<speed>\d+)Mb/s\s*$", re.M)
-ETHTOOL_LINK = re.compile(r"^\s*Link detected:\s*(?P<link>yes|no)\s*$", re.M)
 PERFTEST_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(?P<unit>[^\]]+)\]")
 PERFTEST_ROW = re.compile(
     r"^\s*(?P<bytes>\d+)\s+(?P<iterations>\d+)\s+(?P<peak>[\d.]+)\s+(?P<average>[\d.]+)"
@@ -33,17 +32,6 @@ def ibdev2netdev_map(stdout):
                 "state": match["state"],
             }
     return result
-
-
-def ethtool_link(stdout):
-    """``ethtool IFACE`` -> ``{speed_mbps: int or None, link_detected: bool}``."""
-    text = str(stdout)
-    speed = ETHTOOL_SPEED.search(text)
-    link = ETHTOOL_LINK.search(text)
-    return {
-        "speed_mbps": int(speed["speed"]) if speed else None,
-        "link_detected": bool(link and link["link"] == "yes"),
-    }
 
 
 def perftest_report(stdout):

@@ -19,8 +19,11 @@ from llmfleet.cli_help import (
     APP_HELP,
     BENCH_HELP,
     CHECK_HELP,
+    DOWN_HELP,
     EXIT_CODES_EPILOG,
+    LOGS_HELP,
     PLAN_HELP,
+    STATUS_HELP,
     UP_HELP,
     UPGRADE_HELP,
 )
@@ -35,11 +38,14 @@ from llmfleet.cli_options import (
     fail,
     parse_extra_vars,
 )
+from llmfleet.down import down
 from llmfleet.lab.cli import lab_app
+from llmfleet.logs import logs
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.plan import plan
 from llmfleet.run_outcome import ExitCode, result_summary
 from llmfleet.runner import RunnerError, run_playbook
+from llmfleet.status import status
 
 
 def _usage_error_exits_1(exc: Exception) -> None:
@@ -79,6 +85,9 @@ app = typer.Typer(
 )
 app.add_typer(lab_app, name="lab")
 app.command(help=PLAN_HELP, epilog=EXIT_CODES_EPILOG)(plan)
+app.command(help=STATUS_HELP, epilog=EXIT_CODES_EPILOG)(status)
+app.command(help=LOGS_HELP, epilog=EXIT_CODES_EPILOG)(logs)
+app.command(help=DOWN_HELP, epilog=EXIT_CODES_EPILOG)(down)
 
 
 def _print_version(value: bool) -> None:

@@ -121,3 +121,50 @@ PLAN_HELP = (
     "[/cyan]\n"
     "  [cyan]llmfleet plan -i inventory/gh200 --json | jq '.plans[0].plan.layout'[/cyan]"
 )
+
+STATUS_HELP = (
+    "Show what every serving host runs, without changing anything: run "
+    "[cyan]playbooks/status.yml[/cyan] and print a column per host: the collection's units and "
+    "containers (state, for how long, how often systemd restarted them), whether vLLM answers "
+    "and which model it serves (or that the host is a headless rank), the profile, image and "
+    "model revision its history records, the parallel layout, Ray's nodes, each fabric link "
+    "(state, speed, MTU, address), swap and the memory each GPU has free as vLLM's start-up "
+    "check reads it, then the last benchmark's headline.\n\n"
+    "Green is as it should be, red needs a look ([cyan]llmfleet doctor[/cyan] says why and "
+    "what to do), yellow is unknown. A host that cannot be read is shown with the reason; the "
+    "exit code is then 2 (a task failed) or 3 (unreachable).\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet status -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet status -i inventory/sparks --limit spark-2[/cyan]\n"
+    "  [cyan]llmfleet status -i inventory/sparks --json | jq '.hosts[].vllm'[/cyan]"
+)
+
+LOGS_HELP = (
+    "Show the logs of what the collection runs on every serving host (each vLLM rank, the "
+    "watchdog of a headless rank, Ray, the firewall, monitoring; journal and container "
+    "output), host-prefixed and merged in time order: run [cyan]playbooks/logs.yml[/cyan], "
+    "read-only.\n\n"
+    "[cyan]--follow[/cyan] then streams what is logged next, from where the listing stopped "
+    "(the journal's cursor: nothing lost, nothing twice), until Ctrl-C. Ansible cannot stream, "
+    "so following reaches the hosts with ssh itself, with the address, port, user, key, SSH "
+    "arguments and sudo the inventory gives them.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet logs -i inventory/sparks --since 10m[/cyan]\n"
+    "  [cyan]llmfleet logs -i inventory/sparks --host spark-2 -n 50 --follow[/cyan]"
+)
+
+DOWN_HELP = (
+    "Stop and remove what the collection runs on the serving hosts: every vLLM rank, the "
+    "watchdog of a headless rank, Ray (systemd units and containers), and monitoring with "
+    "[cyan]--monitoring[/cyan]; run [cyan]playbooks/down.yml[/cyan]. The last logs of every "
+    "host are kept first, in [cyan]artifacts/down/<UTC time>/logs.txt[/cyan] (merged in time "
+    "order; one JSON file per host beside it).\n\n"
+    "[cyan]--purge[/cyan] also removes the configuration, environment and secret files and the "
+    "firewall the collection wrote; [cyan]--purge-network[/cyan] the CX7 netplan file, which "
+    "takes the fabric addresses off the links. Model weights and images stay. A second "
+    "[cyan]down[/cyan] changes nothing; [cyan]llmfleet up[/cyan] serves again.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet down -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet down -i inventory/sparks --check[/cyan]\n"
+    "  [cyan]llmfleet down -i inventory/sparks --purge --monitoring[/cyan]"
+)

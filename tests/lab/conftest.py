@@ -23,11 +23,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.lab)
     # Tests of the bare lab (links, counters, the fabric roles, which pull cables and reset
     # MTUs) run before the tests of the served lab (`site`), whatever their file names; the
-    # upgrade tests, which leave vLLM in containers, after all of them.
+    # upgrade tests, which leave vLLM in containers, after all of them; `llmfleet down`
+    # (which serves again with `llmfleet up` at its end) between the two.
     items.sort(
         key=lambda item: (
             "site" in getattr(item, "fixturenames", ()),
             Path(str(item.fspath)).name == "test_lab_upgrade.py",
+            "down_then_up" in item.name,
         )
     )
 

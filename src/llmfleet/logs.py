@@ -1,0 +1,272 @@
+"""``llmfleet logs``: the logs of every vLLM rank, Ray node and watchdog of an inventory,
+host-prefixed and merged in time order; ``--follow`` goes on streaming them.
+
+``playbooks/logs.yml`` reads each host's journal (``journalctl --output=json``) and container
+output (``ENGINE logs --timestamps``) and writes one JSON document per host; this module merges
+and prints them. Following runs ``journalctl -f`` (from the last entry's cursor) and ``ENGINE
+logs -f`` on each host over SSH, since Ansible cannot stream a command's output.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from llmfleet.cli_options import (
+    ExtraVarsOption,
+    InventoryOption,
+    VerboseOption,
+    fail,
+    parse_extra_vars,
+)
+from llmfleet.host_access import HostAccess, HostAccessError, host_accesses
+from llmfleet.log_entries import (
+    Entry,
+    container_entries,
+    container_time,
+    format_time,
+    journal_entries,
+    last_cursor,
+    merged,
+    parse_since,
+)
+from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.run_outcome import ExitCode, RunResult
+from llmfleet.runner import RunnerError, run_playbook
+
+JOURNAL_FIELDS = "--output-fields=MESSAGE,_SYSTEMD_UNIT,PRIORITY"
+HOST_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "white")
+
+
+def run_logs_playbook(  # noqa: PLR0917 - one call site, every argument named there
+    root: Path,
+    inventory: Path,
+    extravars: list[dict[str, Any] | Path],
+    limit: str | None,
+    verbosity: int,
+    folder: Path,
+) -> RunResult:
+    """Run playbooks/logs.yml, its files written to ``folder`` (progress on stderr)."""
+    return run_playbook(
+        root / "playbooks" / "logs.yml",
+        inventory,
+        limit=limit,
+        extravars=[*extravars, {"llmfleet_logs_dir": str(folder)}],
+        verbosity=verbosity,
+        console=Console(stderr=True),
+        plain=True,
+        root=root,
+    )
+
+
+def read_documents(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
+
+
+class Printer:
+    """Prints entries as ``time host source | message``, each host in its own colour."""
+
+    def __init__(self, console: Console, hosts: list[str]) -> None:
+        self.console = console
+        self.colours = {
+            host: HOST_COLOURS[number % len(HOST_COLOURS)]
+            for number, host in enumerate(sorted(hosts))
+        }
+        self.width = max((len(host) for host in hosts), default=0)
+
+    def print(self, entry: Entry) -> None:
+        colour = self.colours.get(entry.host, "white")
+        self.console.print(
+            f"[dim]{format_time(entry.time)}[/dim] "
+            f"[{colour}]{escape(entry.host.ljust(self.width))}[/{colour}] "
+            f"[bold]{escape(entry.source)}[/bold] | {escape(entry.message)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+
+def follow_commands(
+    document: dict[str, Any], entries: list[Entry], access: HostAccess
+) -> list[tuple[str, list[str]]]:
+    """What streams one host's logs on from where the backlog stopped: ``journalctl -f`` after
+    the newest entry's cursor (the journal's own bookmark: nothing lost, nothing twice), and
+    ``ENGINE logs -f`` since just after each container's newest line."""
+    host = document["host"]
+    journal = ["journalctl", "--no-pager", "--output=json", "--follow", JOURNAL_FIELDS]
+    cursor = last_cursor(entries, host)
+    journal += [f"--after-cursor={cursor}"] if cursor else ["--lines=0"]
+    journal += list(document.get("unit_args") or [])
+    commands = [("journal", access.command(journal))]
+    for result in document.get("containers") or []:
+        if result.get("rc") != 0:
+            continue
+        name = str(result["item"])
+        times = [e.time for e in entries if e.host == host and e.source == name]
+        since = f"{max(times) + 1e-6:.6f}" if times else f"{time.time():.6f}"
+        engine = str(result["cmd"][0])
+        argv = [engine, "logs", "--follow", "--timestamps", "--since", since, name]
+        commands.append((name, access.command(argv)))
+    return commands
+
+
+def _pump(
+    host: str,
+    source: str,
+    process: subprocess.Popen[str],
+    lines: queue.Queue[tuple[str, str, str | None]],
+) -> None:
+    """Read one stream line by line into the queue; None as the line when it ends, then the
+    last thing it said on stderr."""
+    for line in process.stdout or ():
+        lines.put((host, source, line.rstrip("\n")))
+    stderr = (process.stderr.read() if process.stderr else "").strip().splitlines()
+    process.wait()
+    if stderr:
+        lines.put((host, source + " (ended)", stderr[-1]))
+    lines.put((host, source, None))
+
+
+def follow(
+    printer: Printer, streams: list[tuple[str, str, list[str]]], console: Console
+) -> ExitCode:
+    """Print every stream's new lines as they come until Ctrl-C (0) or until every stream
+    ended (3: the hosts went away). The streams' processes end with it."""
+    lines: queue.Queue[tuple[str, str, str | None]] = queue.Queue()
+    processes = []
+    try:
+        for host, source, argv in streams:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+            )
+            processes.append(process)
+            threading.Thread(target=_pump, args=(host, source, process, lines), daemon=True).start()
+        running = len(streams)
+        while running:
+            host, source, line = lines.get()
+            if line is None:
+                running -= 1
+                continue
+            entry = _stream_entry(host, source, line)
+            if entry is not None:
+                printer.print(entry)
+    except KeyboardInterrupt:
+        return ExitCode.OK
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+    console.print("[red]every log stream ended[/red]", highlight=False)
+    return ExitCode.UNREACHABLE
+
+
+def _stream_entry(host: str, source: str, line: str) -> Entry | None:
+    if source == "journal":
+        found = journal_entries(host, line)
+        return found[0] if found else None
+    if source.endswith(" (ended)"):
+        return Entry(time.time(), host, source, line)
+    stamped = container_time(line)
+    return (
+        container_entries(host, source, [line])[0]
+        if stamped
+        else Entry(time.time(), host, source, line)
+    )
+
+
+def logs(  # noqa: PLR0917 - typer maps parameters to options
+    inventory: InventoryOption,
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host",
+            "-H",
+            help="Only this host (repeatable; an ansible pattern works too).",
+            show_default=False,
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="Only what was logged since then: a duration ([cyan]10m[/cyan], "
+            "[cyan]2h[/cyan], [cyan]1h30m[/cyan], [cyan]1d[/cyan]) or a date/time in UTC "
+            "([cyan]2026-11-24T10:00[/cyan]).",
+            show_default=False,
+        ),
+    ] = None,
+    lines: Annotated[
+        int, typer.Option("--lines", "-n", min=1, help="The newest this many entries per host.")
+    ] = 200,
+    follow_on: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Then keep printing new entries as they are logged, until Ctrl-C (over SSH).",
+        ),
+    ] = False,
+    extra_vars: ExtraVarsOption = None,
+    verbose: VerboseOption = 0,
+) -> None:
+    """Show the logs of every rank of an inventory."""
+    if not inventory.exists():
+        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+    try:
+        root = collection_root()
+        extravars = parse_extra_vars(extra_vars or [])
+        settings: dict[str, Any] = {"llmfleet_logs_lines": lines}
+        if since is not None:
+            settings["llmfleet_logs_since"] = f"{parse_since(since, time.time()):.6f}"
+        with tempfile.TemporaryDirectory(prefix="llmfleet-logs-") as folder:
+            result = run_logs_playbook(
+                root,
+                inventory,
+                [*extravars, settings],
+                ",".join(host) if host else None,
+                verbose,
+                Path(folder),
+            )
+            documents = read_documents(Path(folder))
+    except (CollectionNotFound, RunnerError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    errors = Console(stderr=True)
+    for failure in result.failures:
+        errors.print(
+            f"[red]{escape(failure.host)}[/red]: {escape(failure.task)}: {escape(failure.msg)}",
+            soft_wrap=True,
+            highlight=False,
+        )
+    if not documents:
+        raise typer.Exit(int(result.exit_code) or int(ExitCode.NOT_STARTED))
+    console = Console()
+    entries = merged(documents)
+    printer = Printer(console, [document["host"] for document in documents])
+    for entry in entries:
+        printer.print(entry)
+    if not follow_on:
+        raise typer.Exit(int(result.exit_code))
+    try:
+        accesses = host_accesses(inventory, [document["host"] for document in documents])
+    except HostAccessError as exc:
+        raise fail(str(exc)) from None
+    streams = [
+        (document["host"], source, argv)
+        for document in documents
+        for source, argv in follow_commands(document, entries, accesses[document["host"]])
+    ]
+    raise typer.Exit(int(follow(printer, streams, console)))

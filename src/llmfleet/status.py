@@ -1,0 +1,311 @@
+"""``llmfleet status``: what every serving host of an inventory runs, on one screen or as JSON.
+
+``playbooks/status.yml`` reads each host (the module ``llmfleet.cluster.node_status``, the GPUs'
+free memory, vLLM's health and model, Ray's nodes) without changing anything and writes one JSON
+document per host; this module runs it and lays the documents out side by side, a column per
+host.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from llmfleet.cli_options import (
+    ExtraVarsOption,
+    InventoryOption,
+    VerboseOption,
+    fail,
+    parse_extra_vars,
+)
+from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.run_outcome import RunResult
+from llmfleet.runner import RunnerError, run_playbook
+
+GIB = 1024**3
+# The rows of the table, in order: (title, function of a host's document -> text).
+Row = tuple[str, Any]
+
+
+def run_status_playbook(
+    root: Path,
+    inventory: Path,
+    extravars: list[dict[str, Any] | Path],
+    limit: str | None,
+    verbosity: int,
+) -> tuple[RunResult, dict[str, dict[str, Any]]]:
+    """Run playbooks/status.yml (its progress on stderr); its result and each host's document."""
+    with tempfile.TemporaryDirectory(prefix="llmfleet-status-") as folder:
+        result = run_playbook(
+            root / "playbooks" / "status.yml",
+            inventory,
+            limit=limit,
+            extravars=[*extravars, {"llmfleet_status_dir": folder}],
+            verbosity=verbosity,
+            console=Console(stderr=True),
+            plain=True,
+            root=root,
+        )
+        documents = {
+            path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(folder).glob("*.json"))
+        }
+    return result, documents
+
+
+def _gib(value: int | float | None) -> str:
+    return "?" if value is None else f"{value / GIB:.1f} GiB"
+
+
+def _ago(epoch: float | None, now: float) -> str:
+    if epoch is None:
+        return ""
+    seconds = max(int(now - epoch), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f" for {seconds // size}{unit}"
+    return f" for {seconds}s"
+
+
+def _colour(ok: bool | None, text: str) -> str:
+    colour = {True: "green", False: "red", None: "yellow"}[ok]
+    return f"[{colour}]{escape(text)}[/{colour}]"
+
+
+def units_text(document: dict[str, Any]) -> str:
+    """Each installed unit: state, since when, how often systemd restarted it."""
+    node = document["node"]
+    lines = []
+    for unit in node["units"]:
+        if not unit["installed"]:
+            continue
+        restarts = unit["restarts"]
+        text = "{} {}{}".format(
+            unit["name"].removesuffix(".service"),
+            unit["active"] if unit["active"] != "active" else unit["sub"],
+            _ago(unit["since"], node["time"]),
+        )
+        if restarts:
+            text += f", {restarts} restarts"
+        lines.append(_colour(unit["active"] == "active" and not restarts, text))
+    for container in node["containers"]:
+        if container["exists"]:
+            text = "{} (container) {}, {} restarts".format(
+                container["name"], container["state"], container["restarts"] or 0
+            )
+            lines.append(_colour(container["state"] == "running", text))
+    return "\n".join(lines) or _colour(None, "nothing of ours")
+
+
+def vllm_text(document: dict[str, Any]) -> str:
+    """vLLM's health and served model on the rank that serves the API."""
+    vllm, layout = document["vllm"], document["node"]["layout"]
+    if layout is None:
+        return _colour(None, "not configured")
+    if not vllm["serves_api"]:
+        return "headless rank {} (API on {})".format(layout["node_rank"], layout["master_addr"])
+    if vllm["health"] == 200:
+        return _colour(True, "healthy: " + (", ".join(vllm["models"]) or "no model listed"))
+    return _colour(False, "not answering: " + (vllm["health_error"] or str(vllm["health"])))
+
+
+def layout_text(document: dict[str, Any]) -> str:
+    layout = document["node"]["layout"]
+    if layout is None:
+        return "-"
+    return "TP {} x PP {}, rank {} of {} node(s), max_model_len {}".format(
+        layout["tensor_parallel_size"],
+        layout["pipeline_parallel_size"],
+        layout["node_rank"],
+        layout["nnodes"],
+        layout["max_model_len"] if layout["max_model_len"] is not None else "model's",
+    )
+
+
+def serving_text(document: dict[str, Any]) -> str:
+    """Image (reference and ID of the running container) and model revision from the history."""
+    node = document["node"]
+    serving = node["serving"] or {}
+    if "error" in serving:
+        return _colour(False, "history unreadable: " + serving["error"])
+    current = serving.get("current") or {}
+    lines = [
+        "profile {}".format(current.get("profile") or "?"),
+        "image {}".format(current.get("image") or "none (native)"),
+        "model revision {}".format(current.get("model_revision") or "-"),
+    ]
+    for name, record in sorted(node["images"].items()):
+        lines.append("{}: {}".format(name, (record.get("image_id") or "?")[:19]))
+    if serving.get("uncertain"):
+        lines.append(_colour(False, "last switch failed: what runs is uncertain"))
+    return "\n".join(escape(line) if not line.startswith("[") else line for line in lines)
+
+
+def ray_text(document: dict[str, Any]) -> str:
+    ray = document["ray"]
+    if ray is None:
+        return "-"
+    if not ray["ok"]:
+        return _colour(False, "ray status failed: {}".format(ray["error"]))
+    nodes, expected = int(ray["nodes"]), int(ray["expected"])
+    return _colour(nodes == expected, f"{nodes} of {expected} nodes alive")
+
+
+def links_text(document: dict[str, Any]) -> str:
+    lines = []
+    for link in document["node"]["links"]:
+        if not link["present"]:
+            lines.append(_colour(False, "{} missing".format(link["name"])))
+            continue
+        speed = link["speed_mbps"]
+        text = "{} {} {} MTU {} {}".format(
+            link["name"],
+            link["operstate"],
+            f"{speed}Mb/s" if speed else "speed ?",
+            link["mtu"],
+            " ".join(link["ipv4"]) or "no IPv4",
+        )
+        lines.append(_colour(link["operstate"] == "up", text))
+    return "\n".join(lines) or "-"
+
+
+def memory_text(document: dict[str, Any]) -> str:
+    """Swap, and the memory each GPU has free as vLLM's start-up check reads it."""
+    memory = document["node"]["memory"]
+    lines = []
+    if memory["swap_total_bytes"]:
+        lines.append(
+            _colour(
+                False,
+                "swap on: {} ({} used) {}".format(
+                    _gib(memory["swap_total_bytes"]),
+                    _gib(memory["swap_used_bytes"]),
+                    " ".join(memory["swap_devices"]),
+                ),
+            )
+        )
+    else:
+        lines.append(_colour(True, "swap off"))
+    for gpu in document["gpus"]:
+        text = "GPU {} {}: free {} of {} GiB".format(
+            gpu["index"], gpu["name"], gpu["free_gib"], gpu["total_gib"]
+        )
+        if gpu.get("page_cache_gib"):
+            text += ", page cache {} GiB".format(gpu["page_cache_gib"])
+        lines.append(escape(text))
+    if not document["gpus"]:
+        lines.append(
+            "no GPU; memory free {} of {}, page cache {}".format(
+                _gib(memory["free_bytes"]),
+                _gib(memory["total_bytes"]),
+                _gib(memory["page_cache_bytes"]),
+            )
+        )
+    return "\n".join(lines)
+
+
+ROWS: tuple[Row, ...] = (
+    ("running", units_text),
+    ("vLLM", vllm_text),
+    ("serves", serving_text),
+    ("layout", layout_text),
+    ("Ray", ray_text),
+    ("fabric", links_text),
+    ("memory", memory_text),
+)
+
+
+def status_table(documents: dict[str, dict[str, Any]], missing: dict[str, str]) -> Table:
+    """A column per host, a row per aspect; a host that could not be read shows why."""
+    table = Table(show_lines=True)
+    table.add_column("")
+    hosts = sorted({*documents, *missing})
+    for host in hosts:
+        table.add_column(escape(host))
+    for title, render in ROWS:
+        cells = [
+            render(documents[host]) if host in documents else _colour(False, missing[host])
+            for host in hosts
+        ]
+        table.add_row(title, *cells)
+    return table
+
+
+def missing_hosts(result: RunResult, documents: dict[str, Any]) -> dict[str, str]:
+    """The hosts the run could not read, with the reason (unreachable, or the failed task)."""
+    missing = {}
+    for failure in result.failures:
+        if failure.host not in documents:
+            prefix = "unreachable" if failure.unreachable else f"failed: {failure.task}"
+            missing[failure.host] = f"{prefix}: {failure.msg}"
+    return missing
+
+
+def print_status(
+    console: Console, documents: dict[str, dict[str, Any]], missing: dict[str, str]
+) -> None:
+    console.print(status_table(documents, missing))
+    benchmark = next((doc["benchmark"] for doc in documents.values() if doc.get("benchmark")), None)
+    if benchmark:
+        console.print(
+            "Last benchmark ({}): {}".format(benchmark["started"], benchmark["headline"]),
+            soft_wrap=True,
+            highlight=False,
+        )
+    else:
+        console.print("Last benchmark: none on this machine (llmfleet bench)", highlight=False)
+
+
+def status(
+    inventory: InventoryOption,
+    limit: Annotated[
+        str | None,
+        typer.Option("--limit", "-l", help="Only these hosts (an ansible pattern)."),
+    ] = None,
+    extra_vars: ExtraVarsOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the status as JSON on stdout: per host what the table shows, in full "
+            "(units, containers, links, memory, GPUs, layout, history, vLLM, Ray), the hosts "
+            "that could not be read and why, and the last benchmark.",
+        ),
+    ] = False,
+    verbose: VerboseOption = 0,
+) -> None:
+    """Show what every serving host runs."""
+    if not inventory.exists():
+        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+    try:
+        root = collection_root()
+        extravars = parse_extra_vars(extra_vars or [])
+        result, documents = run_status_playbook(root, inventory, extravars, limit, verbose)
+    except (CollectionNotFound, RunnerError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    missing = missing_hosts(result, documents)
+    if not documents and not missing:
+        raise fail(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "inventory": str(inventory),
+                    "read_at": time.time(),
+                    "hosts": documents,
+                    "not_read": missing,
+                },
+                indent=2,
+            )
+        )
+    else:
+        print_status(Console(), documents, missing)
+    raise typer.Exit(int(result.exit_code))

@@ -1,0 +1,167 @@
+"""`llmfleet status`, `logs` and `down` on the served lab: status shows both ranks as they are
+(and a stopped rank as stopped), logs merge both hosts in time order and follow over SSH, down
+keeps the last logs, stops and removes what runs, changes nothing the second time, purges the
+configuration and the fabric addresses when asked, and `llmfleet up` serves again after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from .conftest import ROOT, Lab, changed_counts, run_up
+from .test_lab_site import chat, curl, wait_healthy
+
+KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+OURS = ("llmfleet-vllm.service", "llmfleet-vllm-rank-watchdog.service", "llmfleet-ray.service")
+
+
+def status(lab: Lab, *args: str) -> dict:
+    proc = lab.run("llmfleet", "status", "-i", "inventory/lab", "--json", *args, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def units(host: dict) -> dict[str, dict]:
+    return {unit["name"]: unit for unit in host["node"]["units"]}
+
+
+def test_status_shows_the_head_serving_and_the_headless_rank(lab: Lab, site) -> None:
+    hosts = status(lab)["hosts"]
+    assert set(hosts) == {"spark-1", "spark-2"}
+    head, rank1 = hosts["spark-1"], hosts["spark-2"]
+    assert head["vllm"]["health"] == 200
+    assert head["vllm"]["models"] == ["llmfleet-tiny"]
+    assert (rank1["vllm"]["serves_api"], rank1["node"]["layout"]["headless"]) == (False, True)
+    for host, rank in ((head, 0), (rank1, 1)):
+        layout = host["node"]["layout"]
+        assert (layout["tensor_parallel_size"], layout["nnodes"], layout["node_rank"]) == (
+            2,
+            2,
+            rank,
+        )
+        assert units(host)["llmfleet-vllm.service"]["sub"] == "running"
+        assert units(host)["llmfleet-ray.service"]["sub"] == "running"
+        # Ray's own count, on each node of its cluster.
+        assert (host["ray"]["ok"], int(host["ray"]["nodes"])) == (True, 2)
+        (first, second) = host["node"]["links"]
+        assert (first["name"], first["operstate"], first["mtu"]) == ("enp1s0f1np1", "up", 9000)
+        # The lab's ethtool answers like a CX7 port at full rate.
+        assert first["speed_mbps"] == 200000
+        assert first["ipv4"] == [f"192.168.100.{11 + rank}/24"]
+        assert second["name"] == "enP2p1s0f1np1"
+        assert host["gpus"][0]["name"] == "NVIDIA GB10"
+        assert host["node"]["serving"]["current"]["profile"] == "tiny_lab"
+    # The watchdog runs on the headless rank only.
+    assert units(rank1)["llmfleet-vllm-rank-watchdog.service"]["active"] == "active"
+    assert units(head)["llmfleet-vllm-rank-watchdog.service"]["installed"] is False
+    # What the node says about swap is what status says.
+    swaps = lab.out("spark-1", "tail -n +2 /proc/swaps | wc -l").strip()
+    assert (len(head["node"]["memory"]["swap_devices"]) > 0) == (swaps != "0")
+
+    screen = lab.run("llmfleet", "status", "-i", "inventory/lab", env={"COLUMNS": "200"})
+    assert screen.returncode == 0, screen.stderr[-3000:]
+    assert "healthy: llmfleet-tiny" in screen.stdout
+    assert "headless rank 1 (API on 192.168.100.11)" in screen.stdout
+    assert "2 of 2 nodes alive" in screen.stdout
+
+
+def test_status_shows_a_stopped_rank_and_the_api_it_took_down(lab: Lab, site) -> None:
+    lab.sh("spark-2", "systemctl stop llmfleet-vllm-rank-watchdog llmfleet-vllm")
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            hosts = status(lab, "--limit", "spark-1,spark-2")["hosts"]
+            if hosts["spark-1"]["vllm"]["health"] != 200:
+                break
+            time.sleep(10)
+        assert units(hosts["spark-2"])["llmfleet-vllm.service"]["active"] == "inactive"
+        assert hosts["spark-1"]["vllm"]["health"] != 200, hosts["spark-1"]["vllm"]
+        assert hosts["spark-1"]["vllm"]["health_error"]
+    finally:
+        lab.sh("spark-2", "systemctl start llmfleet-vllm llmfleet-vllm-rank-watchdog")
+        lab.sh("spark-1", "systemctl restart llmfleet-vllm")
+        wait_healthy(lab)
+
+
+def test_logs_merge_both_hosts_in_time_order_and_follow_over_ssh(lab: Lab, site) -> None:
+    proc = lab.run("llmfleet", "logs", "-i", "inventory/lab", "-n", "40", timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line[:4].isdigit()]
+    hosts = {line.split()[1] for line in lines}
+    assert hosts == {"spark-1", "spark-2"}
+    assert "llmfleet-vllm" in {line.split()[2] for line in lines}
+    stamps = [line.split()[0] for line in lines]
+    assert stamps == sorted(stamps)
+
+    only = lab.run("llmfleet", "logs", "-i", "inventory/lab", "--host", "spark-2", "-n", "5")
+    assert {line.split()[1] for line in only.stdout.splitlines() if line[:4].isdigit()} == {
+        "spark-2"
+    }
+    future = lab.run("llmfleet", "logs", "-i", "inventory/lab", "--since", "2099-01-01")
+    assert future.returncode == 0 and not [x for x in future.stdout.splitlines() if x[:4].isdigit()]
+
+    follower = subprocess.Popen(
+        ["llmfleet", "logs", "-i", "inventory/lab", "-n", "1", "--follow"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **lab.env(), "COLUMNS": "400"},
+    )
+    try:
+        time.sleep(25)  # the listing, then the ssh streams
+        code, _ = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+        assert code == 200
+        time.sleep(5)
+    finally:
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0, err[-3000:]
+    # vLLM's access log line of the request, streamed after the listing.
+    assert 'POST /v1/chat/completions HTTP/1.1" 200' in out, out[-3000:] + err[-2000:]
+
+
+def test_down_then_up(lab: Lab, site) -> None:
+    down = lab.run("llmfleet", "down", "-i", "inventory/lab", "--plain", timeout=900)
+    assert down.returncode == 0, down.stdout[-4000:] + down.stderr[-2000:]
+    kept = down.stdout.split("The last logs: ")[-1].split()[0]
+    text = (ROOT / kept).read_text()
+    assert " spark-1 " in text and " spark-2 " in text
+    for node in ("spark-1", "spark-2"):
+        listed = lab.out(
+            node, "systemctl list-unit-files --no-legend 'llmfleet-*' | awk '{print $1}'"
+        )
+        assert not set(OURS) & set(listed.split()), listed
+        assert lab.sh(node, "pgrep -f 'vllm serve'", check=False).returncode == 1
+        # Without --purge, the configuration stays.
+        lab.sh(node, "test -f /etc/llmfleet/vllm/serve.yaml")
+    assert changed_counts(down.stdout)["spark-1"] > 0
+
+    again = lab.run("llmfleet", "down", "-i", "inventory/lab", "--plain", timeout=900)
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert changed_counts(again.stdout) == {"spark-1": 0, "spark-2": 0}
+
+    purge = lab.run(
+        "llmfleet", "down", "-i", "inventory/lab", "--plain", "--purge", "--purge-network",
+        timeout=900,
+    )  # fmt: skip
+    assert purge.returncode == 0, purge.stdout[-4000:] + purge.stderr[-2000:]
+    for node in ("spark-1", "spark-2"):
+        lab.sh(node, "test ! -e /etc/llmfleet/vllm && test ! -e /etc/llmfleet/private")
+        lab.sh(node, "test ! -e /etc/netplan/40-cx7.yaml")
+        assert "192.168.100." not in lab.out(node, "ip -4 -o addr show dev enp1s0f1np1")
+    purge_again = lab.run(
+        "llmfleet", "down", "-i", "inventory/lab", "--plain", "--purge", "--purge-network",
+        timeout=900,
+    )  # fmt: skip
+    assert changed_counts(purge_again.stdout) == {"spark-1": 0, "spark-2": 0}, purge_again.stdout[
+        -3000:
+    ]
+
+    up = run_up(lab)
+    assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-2000:]
+    code, body = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+    assert code == 200, body
