@@ -256,3 +256,93 @@ def images_running(text):
     """The node's record of the image each container runs (``{name: {reference, image_id,
     repo_digests}}``), empty without one."""
     return read_containers(text) if text is not None else {}
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def find_processes(pattern, proc, environ_keys, own_pid=None):
+    """The processes whose command line contains ``pattern`` (their children left out): pid,
+    command line, and of their environment only ``environ_keys`` (an environment holds
+    secrets; a key it does not set is left out). Reading another user's environment needs
+    root: without it ``environ`` is null."""
+    found = []
+    for name in sorted(os.listdir(proc), key=lambda entry: (len(entry), entry)):
+        if not name.isdigit() or int(name) == own_pid:
+            continue
+        raw = _read_bytes(os.path.join(proc, name, "cmdline"))
+        if not raw:
+            continue
+        command = raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+        if pattern not in command:
+            continue
+        environ = _read_bytes(os.path.join(proc, name, "environ"))
+        found.append({
+            "pid": int(name),
+            "cmdline": command,
+            "environ": None if environ is None else environ_subset(environ, environ_keys),
+        })  # fmt: skip
+    pids = {entry["pid"] for entry in found}
+    return [entry for entry in found if _parent(proc, entry["pid"]) not in pids]
+
+
+def _parent(proc, pid):
+    stat = read_text(os.path.join(proc, str(pid), "stat")) or ""
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+
+
+def environ_subset(raw, keys):
+    """``/proc/PID/environ`` (NUL-separated) -> the ``keys`` it sets."""
+    wanted = set(keys)
+    values = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.decode("utf-8", "replace").partition("=")
+        if sep and key in wanted:
+            values[key] = value
+    return values
+
+
+def env_file_subset(text, keys):
+    """An environment file (systemd's EnvironmentFile, docker's --env-file: ``KEY=VALUE`` lines,
+    ``#`` comments) -> the ``keys`` it sets; None for a file that cannot be read."""
+    if text is None:
+        return None
+    wanted = set(keys)
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        if sep and key in wanted:
+            values[key] = value.strip().strip("'\"")
+    return values
+
+
+def package_version(prefix, name):
+    """The version of the Python distribution ``name`` installed under the environment
+    ``prefix`` (its ``*.dist-info/METADATA``), None when it is not there."""
+    lib = os.path.join(prefix, "lib")
+    normalized = name.replace("-", "_").lower()
+    try:
+        pythons = sorted(entry for entry in os.listdir(lib) if entry.startswith("python3"))
+    except OSError:
+        return None
+    for python in pythons:
+        site = os.path.join(lib, python, "site-packages")
+        try:
+            entries = os.listdir(site)
+        except OSError:
+            continue
+        for entry in entries:
+            base = entry.lower()
+            if base.endswith(".dist-info") and base.split("-")[0] == normalized:
+                metadata = read_text(os.path.join(site, entry, "METADATA")) or ""
+                match = re.search(r"^Version:\s*(\S+)", metadata, re.M)
+                if match:
+                    return match[1]
+    return None

@@ -67,6 +67,44 @@ options:
     description: The node's record of the image each container runs.
     type: path
     default: /var/lib/llmfleet/images.json
+  processes:
+    description:
+      - Processes to find, each a O(processes[].name) for the result and a
+        O(processes[].pattern) its command line contains (C(vllm serve)); a child whose parent
+        matches too is left out.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The key of RV(processes) for what was found.
+        type: str
+        required: true
+      pattern:
+        description: Text the command line contains.
+        type: str
+        required: true
+  environ_keys:
+    description:
+      - The environment variables reported of each process found and of each of O(env_files);
+        no other is ever read into the result (environments and env files hold secrets).
+    type: list
+    elements: str
+    default: []
+  env_files:
+    description: Environment files (C(KEY=VALUE) lines) whose O(environ_keys) are reported.
+    type: list
+    elements: path
+    default: []
+  python_prefix:
+    description: A Python environment (virtualenv) whose O(packages) versions are reported.
+    type: path
+  packages:
+    description: Python distributions whose installed version under O(python_prefix) is
+      reported (C(vllm), C(ray)).
+    type: list
+    elements: str
+    default: []
   sysfs_root:
     description: Where sysfs is mounted (tests point it elsewhere).
     type: path
@@ -173,6 +211,29 @@ serving:
     read; null without a history.
   returned: always
   type: dict
+processes:
+  description: For each of O(processes), by its name, the matching processes - pid, cmdline and
+    environ (only O(environ_keys); null when the environment could not be read).
+  returned: always
+  type: dict
+  sample:
+    vllm:
+      - pid: 4121
+        cmdline: /opt/vllm/bin/python /opt/vllm/bin/vllm serve --config serve.yaml
+        environ: {NCCL_SOCKET_IFNAME: enp1s0f1np1, GLOO_SOCKET_IFNAME: enp1s0f1np1}
+env_files:
+  description: For each of O(env_files), by path, the O(environ_keys) it sets; null for a file
+    that cannot be read.
+  returned: always
+  type: dict
+  sample:
+    /etc/llmfleet/nccl.env: {NCCL_IB_GID_INDEX: "3"}
+packages:
+  description: For each of O(packages), the version installed under O(python_prefix), null when
+    it is not installed there.
+  returned: always
+  type: dict
+  sample: {vllm: 0.11.0}
 images:
   description: The record of the image each container runs, by container name (reference,
     image_id, repo_digests).
@@ -192,11 +253,14 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node_status impo
     UNIT_PROPERTIES,
     boot_epoch,
     container_state,
+    env_file_subset,
+    find_processes,
     images_running,
     ipv4_addresses,
     layout,
     link_state,
     memory,
+    package_version,
     parse_serve_config,
     parse_systemctl_show,
     read_text,
@@ -212,6 +276,19 @@ ARGUMENT_SPEC = {
     "serve_config": {"type": "path"},
     "history": {"type": "path", "default": "/var/lib/llmfleet/history.json"},
     "images_record": {"type": "path", "default": "/var/lib/llmfleet/images.json"},
+    "processes": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "name": {"type": "str", "required": True},
+            "pattern": {"type": "str", "required": True},
+        },
+    },
+    "environ_keys": {"type": "list", "elements": "str", "default": [], "no_log": False},
+    "env_files": {"type": "list", "elements": "path", "default": []},
+    "python_prefix": {"type": "path"},
+    "packages": {"type": "list", "elements": "str", "default": []},
     "sysfs_root": {"type": "path", "default": "/sys"},
     "proc_root": {"type": "path", "default": "/proc"},
 }
@@ -271,6 +348,7 @@ def main():
     proc = params["proc_root"]
     boot = boot_epoch(read_text(os.path.join(proc, "uptime")) or "", now)
     config_text = read_text(params["serve_config"]) if params["serve_config"] else None
+    keys = params["environ_keys"]
     module.exit_json(
         changed=False,
         time=now,
@@ -283,6 +361,17 @@ def main():
         layout=layout(parse_serve_config(config_text)) if config_text else None,
         serving=serving_history(read_text(params["history"])),
         images=images_running(read_text(params["images_record"])),
+        processes={
+            wanted["name"]: find_processes(wanted["pattern"], proc, keys, os.getpid())
+            for wanted in params["processes"]
+        },
+        env_files={path: env_file_subset(read_text(path), keys) for path in params["env_files"]},
+        packages={
+            name: package_version(params["python_prefix"], name)
+            if params["python_prefix"]
+            else None
+            for name in params["packages"]
+        },
     )
 
 

@@ -19,6 +19,7 @@ from llmfleet.cli_help import (
     APP_HELP,
     BENCH_HELP,
     CHECK_HELP,
+    DOCTOR_HELP,
     DOWN_HELP,
     EXIT_CODES_EPILOG,
     LOGS_HELP,
@@ -38,6 +39,7 @@ from llmfleet.cli_options import (
     fail,
     parse_extra_vars,
 )
+from llmfleet.doctor import doctor
 from llmfleet.down import down
 from llmfleet.lab.cli import lab_app
 from llmfleet.logs import logs
@@ -88,6 +90,7 @@ app.command(help=PLAN_HELP, epilog=EXIT_CODES_EPILOG)(plan)
 app.command(help=STATUS_HELP, epilog=EXIT_CODES_EPILOG)(status)
 app.command(help=LOGS_HELP, epilog=EXIT_CODES_EPILOG)(logs)
 app.command(help=DOWN_HELP, epilog=EXIT_CODES_EPILOG)(down)
+app.command(help=DOCTOR_HELP, epilog=EXIT_CODES_EPILOG)(doctor)
 
 
 def _print_version(value: bool) -> None:

@@ -168,3 +168,21 @@ DOWN_HELP = (
     "  [cyan]llmfleet down -i inventory/sparks --check[/cyan]\n"
     "  [cyan]llmfleet down -i inventory/sparks --purge --monitoring[/cyan]"
 )
+
+DOCTOR_HELP = (
+    "Check a live cluster without changing it: run [cyan]playbooks/doctor.yml[/cyan] and "
+    "print each finding with its evidence and the fix. The checks are the silent failures of "
+    "the field notes: vLLM started as a [cyan]ray://[/cyan] client; ranks of a group that do "
+    "not run or lost each other; NCCL/Gloo bound to another interface than the fabric's; RDMA "
+    "counters that do not move under a probe request (NCCL fell back to sockets); MTU or "
+    "subnet mismatch between peers; a fabric link down or under 200000Mb/s; a RoCE GID index "
+    "in the environment file that is no longer the device's; swap on; page cache holding the "
+    "memory vLLM needs at its next restart; ranks on different vLLM, image or model revision; "
+    "Ray's memory monitor or object store not as configured; clock skew.\n\n"
+    "One chat request goes through the model (the probe). Exit code 2 when a check finds a "
+    "problem.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet doctor -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet doctor -i inventory/sparks --json | jq '.findings[] | "
+    'select(.status=="problem")\'[/cyan]'
+)

@@ -80,10 +80,14 @@ def test_status_shows_a_stopped_rank_and_the_api_it_took_down(lab: Lab, site) ->
         assert units(hosts["spark-2"])["llmfleet-vllm.service"]["active"] == "inactive"
         assert hosts["spark-1"]["vllm"]["health"] != 200, hosts["spark-1"]["vllm"]
         assert hosts["spark-1"]["vllm"]["health_error"]
+        # The doctor names both sides: the rank that runs nothing, the API it took down.
+        code, report = doctor(lab)
+        assert code == 2
+        ranks = {f["host"]: f for f in report["findings"] if f["check"] == "ranks"}
+        assert "no `vllm serve` process" in ranks["spark-2"]["evidence"]
+        assert "does not answer /health" in ranks["spark-1"]["evidence"]
     finally:
-        lab.sh("spark-2", "systemctl start llmfleet-vllm llmfleet-vllm-rank-watchdog")
-        lab.sh("spark-1", "systemctl restart llmfleet-vllm")
-        wait_healthy(lab)
+        restart_ranks(lab)
 
 
 def test_logs_merge_both_hosts_in_time_order_and_follow_over_ssh(lab: Lab, site) -> None:
@@ -165,3 +169,103 @@ def test_down_then_up(lab: Lab, site) -> None:
     assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-2000:]
     code, body = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
     assert code == 200, body
+
+
+def doctor(lab: Lab, *args: str) -> tuple[int, dict]:
+    proc = lab.run("llmfleet", "doctor", "-i", "inventory/lab", "--json", *args, timeout=900)
+    assert proc.stdout, proc.stderr[-4000:]
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def problems(report: dict) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for finding in report["findings"]:
+        if finding["status"] == "problem":
+            found.setdefault(finding["check"], set()).add(finding["host"])
+    return found
+
+
+def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
+    code, report = doctor(lab)
+    assert (code, problems(report)) == (0, {}), report["findings"]
+    checks = {f["check"] for f in report["findings"] if f["status"] == "ok"}
+    # What the lab can show passing (it runs the mp executor: no ray:// client to look for).
+    assert checks >= {
+        "ranks", "socket_interface", "rdma_traffic", "peer_links", "link_rate", "gid_index",
+        "swap", "versions", "ray_settings", "clock",
+    }  # fmt: skip
+    traffic = {f["host"]: f["evidence"] for f in report["findings"] if f["check"] == "rdma_traffic"}
+    assert set(traffic) == {"spark-1", "spark-2"}
+
+
+NCCL_ENV = "/etc/llmfleet/nccl.env"
+VLLM_METADATA = "$(ls -d /opt/vllm/lib/python3*/site-packages/vllm-*.dist-info)/METADATA"
+
+
+def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_and_a_mixed_vllm(
+    lab: Lab, site
+) -> None:
+    lab.sh("spark-1", "ip link set dev enP2p1s0f1np1 down")
+    lab.sh("spark-2", "ip link set dev enP2p1s0f1np1 mtu 1500")
+    stale_gid = "s/^NCCL_IB_GID_INDEX=.*/NCCL_IB_GID_INDEX=7/"
+    lab.sh("spark-1", f"cp {NCCL_ENV} /tmp/nccl.env.kept && sed -i '{stale_gid}' {NCCL_ENV}")
+    lab.sh("spark-2", f"cp {VLLM_METADATA} /tmp/vllm-metadata.kept && "
+                      f"sed -i 's/^Version: .*/Version: 0.0.1/' {VLLM_METADATA}")  # fmt: skip
+    try:
+        code, report = doctor(
+            lab,
+            # What the inventory asks for differs from what runs: a utilisation the node
+            # cannot give, a memory monitor threshold Ray was not started with.
+            "-e", "llmfleet_gpu_memory_utilization=0.99",
+            "-e", '{"ray_node_env": {"RAY_memory_usage_threshold": "0.9"}}',
+        )  # fmt: skip
+    finally:
+        lab.sh("spark-1", "ip link set dev enP2p1s0f1np1 up")
+        lab.sh("spark-2", "ip link set dev enP2p1s0f1np1 mtu 9000")
+        lab.sh("spark-1", "cp /tmp/nccl.env.kept /etc/llmfleet/nccl.env")
+        lab.sh("spark-2", f"cp /tmp/vllm-metadata.kept {VLLM_METADATA}")
+    assert code == 2
+    assert problems(report) == {
+        "link_rate": {"spark-1"},
+        "peer_links": {"spark-1", "spark-2"},
+        "gid_index": {"spark-1"},
+        "versions": {"spark-1"},
+        "page_cache": {"spark-1", "spark-2"},
+        "ray_settings": {"spark-1", "spark-2"},
+    }, report["findings"]
+    evidence = {(f["check"], f["host"]): f["evidence"] for f in report["findings"]}
+    assert "enP2p1s0f1np1 down (rail down)" in evidence[("link_rate", "spark-1")]
+    assert "enP2p1s0f1np1 MTU 1500 here, 9000 on spark-1" in evidence[("peer_links", "spark-2")]
+    assert "NCCL_IB_GID_INDEX=7" in evidence[("gid_index", "spark-1")]
+    assert "spark-2 0.0.1" in evidence[("versions", "spark-1")]
+    assert "RAY_memory_usage_threshold=0.97 (expected 0.9)" in evidence[("ray_settings", "spark-1")]
+
+
+def test_doctor_finds_gloo_on_the_management_network_and_still_rdma_counters(
+    lab: Lab, site
+) -> None:
+    for node in ("spark-1", "spark-2"):
+        lab.sh(node, f"cp {NCCL_ENV} /tmp/nccl.env.kept && "
+                     "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=eth0/;"
+                     f"s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=eth0/' {NCCL_ENV}")  # fmt: skip
+    try:
+        restart_ranks(lab)
+        code, report = doctor(lab)
+    finally:
+        for node in ("spark-1", "spark-2"):
+            lab.sh(node, "cp /tmp/nccl.env.kept /etc/llmfleet/nccl.env")
+        restart_ranks(lab)
+    assert code == 2
+    found = problems(report)
+    assert found["socket_interface"] == {"spark-1", "spark-2"}, report["findings"]
+    assert found["rdma_traffic"] == {"spark-1", "spark-2"}, report["findings"]
+    evidence = {(f["check"], f["host"]): f["evidence"] for f in report["findings"]}
+    assert "GLOO_SOCKET_IFNAME=eth0" in evidence[("socket_interface", "spark-2")]
+
+
+def restart_ranks(lab: Lab) -> None:
+    """Both ranks again, rank 0 first (the headless rank's watchdog follows it)."""
+    lab.sh("spark-2", "systemctl stop llmfleet-vllm-rank-watchdog llmfleet-vllm")
+    lab.sh("spark-1", "systemctl restart llmfleet-vllm")
+    lab.sh("spark-2", "systemctl start llmfleet-vllm llmfleet-vllm-rank-watchdog")
+    wait_healthy(lab)

@@ -253,3 +253,53 @@ def test_what_the_history_says_is_served() -> None:
     assert node.serving_history(None) is None
     assert "no JSON" in node.serving_history("{")["error"]
     assert node.images_running(None) == {}
+
+
+def fake_process(proc: Path, pid: int, parent: int, argv: list[str], environ: dict | None) -> None:
+    folder = proc / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (folder / "stat").write_text(f"{pid} (python3 x) S {parent} 1 1 0 -1\n")
+    if environ is not None:
+        (folder / "environ").write_bytes(
+            b"\0".join(f"{k}={v}".encode() for k, v in environ.items()) + b"\0"
+        )
+
+
+def test_processes_by_command_line_with_only_the_environment_asked_for(tmp_path: Path) -> None:
+    env = {"NCCL_SOCKET_IFNAME": "enp1s0f1np1", "LLMFLEET_API_KEY": "secret", "PATH": "/bin"}
+    fake_process(tmp_path, 10, 1, ["/opt/vllm/bin/python", "/opt/vllm/bin/vllm", "serve"], env)
+    # A worker vLLM forks keeps the command line: it is the same launch, left out.
+    fake_process(tmp_path, 11, 10, ["/opt/vllm/bin/python", "/opt/vllm/bin/vllm", "serve"], env)
+    fake_process(tmp_path, 12, 1, ["/usr/local/sbin/llmfleet-vllm-rank-watchdog"], {})
+    # Another user's process without root: no environment.
+    fake_process(tmp_path, 13, 1, ["vllm", "serve", "--port", "9000"], None)
+    (tmp_path / "self").mkdir()
+    found = node.find_processes("vllm serve", str(tmp_path), ["NCCL_SOCKET_IFNAME", "GLOO_X"])
+    assert found == [
+        {
+            "pid": 10,
+            "cmdline": "/opt/vllm/bin/python /opt/vllm/bin/vllm serve",
+            "environ": {"NCCL_SOCKET_IFNAME": "enp1s0f1np1"},
+        },
+        {"pid": 13, "cmdline": "vllm serve --port 9000", "environ": None},
+    ]
+    assert node.find_processes("vllm serve", str(tmp_path), [], own_pid=10)[0]["pid"] == 11
+
+
+def test_env_files_report_only_the_keys_asked_for() -> None:
+    text = "# managed\nNCCL_IB_GID_INDEX=3\nexport GLOO_SOCKET_IFNAME='enp1s0f1np1'\nKEY=secret\n"
+    assert node.env_file_subset(text, ["NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME"]) == {
+        "NCCL_IB_GID_INDEX": "3",
+        "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
+    }
+    assert node.env_file_subset(None, ["X"]) is None
+
+
+def test_the_version_of_a_package_in_a_virtualenv(tmp_path: Path) -> None:
+    info = tmp_path / "lib" / "python3.12" / "site-packages" / "vllm-0.11.0+cpu.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0+cpu\n")
+    assert node.package_version(str(tmp_path), "vllm") == "0.11.0+cpu"
+    assert node.package_version(str(tmp_path), "ray") is None
+    assert node.package_version(str(tmp_path / "absent"), "vllm") is None
