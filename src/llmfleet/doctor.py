@@ -5,7 +5,6 @@ the fix (``playbooks/doctor.yml``; the checks are the filter ``llmfleet.cluster.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,16 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llmfleet.cli_options import (
-    ExtraVarsOption,
-    InventoryOption,
-    VerboseOption,
-    fail,
-    parse_extra_vars,
-)
-from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption
+from llmfleet.playbook_files import print_failures, run_collecting, start
 from llmfleet.run_outcome import ExitCode, RunResult
-from llmfleet.runner import RunnerError, run_playbook
 
 MARKS = {
     "ok": "[green]ok[/green]",
@@ -39,22 +31,18 @@ def run_doctor_playbook(
     limit: str | None,
     verbosity: int,
 ) -> tuple[RunResult, dict[str, Any] | None]:
-    """Run playbooks/doctor.yml (progress on stderr); its result and what it wrote (None when
-    it stopped before judging)."""
-    with tempfile.TemporaryDirectory(prefix="llmfleet-doctor-") as folder:
-        result = run_playbook(
-            root / "playbooks" / "doctor.yml",
-            inventory,
-            limit=limit,
-            extravars=[*extravars, {"llmfleet_doctor_dir": folder}],
-            verbosity=verbosity,
-            console=Console(stderr=True),
-            plain=True,
-            root=root,
-        )
-        written = Path(folder) / "doctor.json"
-        report = json.loads(written.read_text(encoding="utf-8")) if written.is_file() else None
-    return result, report
+    """Run playbooks/doctor.yml; its result and what it wrote (None when it stopped before
+    judging)."""
+    result, written = run_collecting(
+        root,
+        "doctor",
+        inventory,
+        extravars=extravars,
+        folder_variable="llmfleet_doctor_dir",
+        limit=limit,
+        verbosity=verbosity,
+    )
+    return result, written.get("doctor")
 
 
 def findings_table(findings: list[dict[str, Any]]) -> Table:
@@ -90,21 +78,10 @@ def doctor(
     verbose: VerboseOption = 0,
 ) -> None:
     """Check a live cluster."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        root = collection_root()
-        extravars = parse_extra_vars(extra_vars or [])
-        result, report = run_doctor_playbook(root, inventory, extravars, limit, verbose)
-    except (CollectionNotFound, RunnerError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    root, extravars = start(inventory, extra_vars)
+    result, report = run_doctor_playbook(root, inventory, extravars, limit, verbose)
     if report is None:
-        for failure in result.failures:
-            Console(stderr=True).print(
-                f"[red]{escape(failure.host)}[/red]: {escape(failure.task)}: {escape(failure.msg)}",
-                soft_wrap=True,
-                highlight=False,
-            )
+        print_failures(result)
         raise typer.Exit(int(result.exit_code) or int(ExitCode.NOT_STARTED))
     findings = report["findings"]
     problems = [f for f in findings if f["status"] == "problem"]

@@ -25,10 +25,9 @@ from llmfleet.cli_options import (
     PlainOption,
     VerboseOption,
     fail,
-    parse_extra_vars,
 )
 from llmfleet.log_entries import merged, plain_line
-from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.playbook_files import start
 from llmfleet.run_outcome import ExitCode, result_summary
 from llmfleet.runner import RunnerError, run_playbook
 
@@ -95,13 +94,7 @@ def down(  # noqa: PLR0917 - typer maps parameters to options
     as_json: JsonOption = False,
 ) -> None:
     """Stop and remove what the collection runs."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        root = collection_root()
-        extravars = parse_extra_vars(extra_vars or [])
-    except (CollectionNotFound, ValueError) as exc:
-        raise fail(str(exc)) from None
+    root, extravars = start(inventory, extra_vars)
     folder = logs_folder(root, time.time())
     settings: dict[str, Any] = {
         "llmfleet_logs_dir": str(folder),

@@ -9,26 +9,18 @@ logs -f`` on each host over SSH, since Ansible cannot stream a command's output.
 
 from __future__ import annotations
 
-import json
 import queue
+import signal
 import subprocess
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from llmfleet.cli_options import (
-    ExtraVarsOption,
-    InventoryOption,
-    VerboseOption,
-    fail,
-    parse_extra_vars,
-)
+from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption, fail
 from llmfleet.host_access import HostAccess, HostAccessError, host_accesses
 from llmfleet.log_entries import (
     Entry,
@@ -40,37 +32,11 @@ from llmfleet.log_entries import (
     merged,
     parse_since,
 )
-from llmfleet.paths import CollectionNotFound, collection_root
-from llmfleet.run_outcome import ExitCode, RunResult
-from llmfleet.runner import RunnerError, run_playbook
+from llmfleet.playbook_files import print_failures, run_collecting, start
+from llmfleet.run_outcome import ExitCode
 
 JOURNAL_FIELDS = "--output-fields=MESSAGE,_SYSTEMD_UNIT,PRIORITY"
 HOST_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "white")
-
-
-def run_logs_playbook(  # noqa: PLR0917 - one call site, every argument named there
-    root: Path,
-    inventory: Path,
-    extravars: list[dict[str, Any] | Path],
-    limit: str | None,
-    verbosity: int,
-    folder: Path,
-) -> RunResult:
-    """Run playbooks/logs.yml, its files written to ``folder`` (progress on stderr)."""
-    return run_playbook(
-        root / "playbooks" / "logs.yml",
-        inventory,
-        limit=limit,
-        extravars=[*extravars, {"llmfleet_logs_dir": str(folder)}],
-        verbosity=verbosity,
-        console=Console(stderr=True),
-        plain=True,
-        root=root,
-    )
-
-
-def read_documents(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
 
 
 class Printer:
@@ -143,6 +109,11 @@ def follow(
     ended (3: the hosts went away). The streams' processes end with it."""
     lines: queue.Queue[tuple[str, str, str | None]] = queue.Queue()
     processes = []
+    # Ctrl-C, or a TERM from whatever started us (a shell that ignores SIGINT in the
+    # background, a supervisor), ends the streams the same way.
+    previous = {
+        number: signal.signal(number, _interrupt) for number in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         for host, source, argv in streams:
             process = subprocess.Popen(
@@ -167,11 +138,17 @@ def follow(
     except KeyboardInterrupt:
         return ExitCode.OK
     finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         for process in processes:
             if process.poll() is None:
                 process.terminate()
     console.print("[red]every log stream ended[/red]", highlight=False)
     return ExitCode.UNREACHABLE
+
+
+def _interrupt(_number: int, _frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _stream_entry(host: str, source: str, line: str) -> Entry | None:
@@ -224,33 +201,24 @@ def logs(  # noqa: PLR0917 - typer maps parameters to options
     verbose: VerboseOption = 0,
 ) -> None:
     """Show the logs of every rank of an inventory."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        root = collection_root()
-        extravars = parse_extra_vars(extra_vars or [])
-        settings: dict[str, Any] = {"llmfleet_logs_lines": lines}
-        if since is not None:
+    root, extravars = start(inventory, extra_vars)
+    settings: dict[str, Any] = {"llmfleet_logs_lines": lines}
+    if since is not None:
+        try:
             settings["llmfleet_logs_since"] = f"{parse_since(since, time.time()):.6f}"
-        with tempfile.TemporaryDirectory(prefix="llmfleet-logs-") as folder:
-            result = run_logs_playbook(
-                root,
-                inventory,
-                [*extravars, settings],
-                ",".join(host) if host else None,
-                verbose,
-                Path(folder),
-            )
-            documents = read_documents(Path(folder))
-    except (CollectionNotFound, RunnerError, ValueError) as exc:
-        raise fail(str(exc)) from None
-    errors = Console(stderr=True)
-    for failure in result.failures:
-        errors.print(
-            f"[red]{escape(failure.host)}[/red]: {escape(failure.task)}: {escape(failure.msg)}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    result, written = run_collecting(
+        root,
+        "logs",
+        inventory,
+        extravars=[*extravars, settings],
+        folder_variable="llmfleet_logs_dir",
+        limit=",".join(host) if host else None,
+        verbosity=verbose,
+    )
+    documents = list(written.values())
+    print_failures(result)
     if not documents:
         raise typer.Exit(int(result.exit_code) or int(ExitCode.NOT_STARTED))
     console = Console()

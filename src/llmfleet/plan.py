@@ -8,7 +8,6 @@ reached) and writes it as JSON; this module runs it and prints what it wrote.
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,11 +21,9 @@ from llmfleet.cli_options import (
     InventoryOption,
     VerboseOption,
     fail,
-    parse_extra_vars,
 )
-from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.playbook_files import run_collecting, start
 from llmfleet.run_outcome import ExitCode
-from llmfleet.runner import RunnerError, run_playbook
 
 GIB = 1024**3
 
@@ -35,20 +32,16 @@ def run_plan_playbook(
     root: Path, inventory: Path, extravars: list[dict[str, Any] | Path], verbosity: int
 ) -> tuple[ExitCode, list[dict[str, Any]]]:
     """Run playbooks/plan.yml (its progress on stderr); its exit code and the plans written."""
-    with tempfile.TemporaryDirectory(prefix="llmfleet-plan-") as folder:
-        result = run_playbook(
-            root / "playbooks" / "plan.yml",
-            inventory,
-            extravars=[*extravars, {"llmfleet_plan_dir": folder}],
-            verbosity=verbosity,
-            console=Console(stderr=True),
-            root=root,
-        )
-        plans = [
-            json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(Path(folder).glob("*.json"))
-        ]
-    return result.exit_code, plans
+    result, written = run_collecting(
+        root,
+        "plan",
+        inventory,
+        extravars=extravars,
+        folder_variable="llmfleet_plan_dir",
+        verbosity=verbosity,
+        plain=None,
+    )
+    return result.exit_code, list(written.values())
 
 
 def plan_exit_code(plans: list[dict[str, Any]]) -> ExitCode:
@@ -152,14 +145,8 @@ def plan(
     verbose: VerboseOption = 0,
 ) -> None:
     """Plan the KV cache of every launch of an inventory."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        root = collection_root()
-        extravars = parse_extra_vars(extra_vars or [])
-        code, plans = run_plan_playbook(root, inventory, extravars, verbose)
-    except (CollectionNotFound, RunnerError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    root, extravars = start(inventory, extra_vars)
+    code, plans = run_plan_playbook(root, inventory, extravars, verbose)
     if code != ExitCode.OK:
         raise typer.Exit(int(code))
     if not plans:

@@ -9,7 +9,6 @@ host.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,16 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llmfleet.cli_options import (
-    ExtraVarsOption,
-    InventoryOption,
-    VerboseOption,
-    fail,
-    parse_extra_vars,
-)
-from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption, fail
+from llmfleet.playbook_files import run_collecting, start
 from llmfleet.run_outcome import RunResult
-from llmfleet.runner import RunnerError, run_playbook
 
 GIB = 1024**3
 # The rows of the table, in order: (title, function of a host's document -> text).
@@ -42,23 +34,16 @@ def run_status_playbook(
     limit: str | None,
     verbosity: int,
 ) -> tuple[RunResult, dict[str, dict[str, Any]]]:
-    """Run playbooks/status.yml (its progress on stderr); its result and each host's document."""
-    with tempfile.TemporaryDirectory(prefix="llmfleet-status-") as folder:
-        result = run_playbook(
-            root / "playbooks" / "status.yml",
-            inventory,
-            limit=limit,
-            extravars=[*extravars, {"llmfleet_status_dir": folder}],
-            verbosity=verbosity,
-            console=Console(stderr=True),
-            plain=True,
-            root=root,
-        )
-        documents = {
-            path.stem: json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(Path(folder).glob("*.json"))
-        }
-    return result, documents
+    """Run playbooks/status.yml; its result and each host's document."""
+    return run_collecting(
+        root,
+        "status",
+        inventory,
+        extravars=extravars,
+        folder_variable="llmfleet_status_dir",
+        limit=limit,
+        verbosity=verbosity,
+    )
 
 
 def _gib(value: int | float | None) -> str:
@@ -87,10 +72,13 @@ def units_text(document: dict[str, Any]) -> str:
     for unit in node["units"]:
         if not unit["installed"]:
             continue
+        # "running" for a service that runs; "active (exited)" for a oneshot that did its work.
         restarts = unit["restarts"]
         text = "{} {}{}".format(
             unit["name"].removesuffix(".service"),
-            unit["active"] if unit["active"] != "active" else unit["sub"],
+            unit["sub"]
+            if unit["sub"] in ("running", unit["active"])
+            else f"{unit['active']} ({unit['sub']})",
             _ago(unit["since"], node["time"]),
         )
         if restarts:
@@ -230,9 +218,11 @@ def status_table(documents: dict[str, dict[str, Any]], missing: dict[str, str]) 
     hosts = sorted({*documents, *missing})
     for host in hosts:
         table.add_column(escape(host))
-    for title, render in ROWS:
+    for number, (title, render) in enumerate(ROWS):
         cells = [
-            render(documents[host]) if host in documents else _colour(False, missing[host])
+            render(documents[host])
+            if host in documents
+            else (_colour(False, missing[host]) if number == 0 else "")
             for host in hosts
         ]
         table.add_row(title, *cells)
@@ -283,14 +273,8 @@ def status(
     verbose: VerboseOption = 0,
 ) -> None:
     """Show what every serving host runs."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        root = collection_root()
-        extravars = parse_extra_vars(extra_vars or [])
-        result, documents = run_status_playbook(root, inventory, extravars, limit, verbose)
-    except (CollectionNotFound, RunnerError, ValueError) as exc:
-        raise fail(str(exc)) from None
+    root, extravars = start(inventory, extra_vars)
+    result, documents = run_status_playbook(root, inventory, extravars, limit, verbose)
     missing = missing_hosts(result, documents)
     if not documents and not missing:
         raise fail(f"{inventory} has no serving host (no host in the sparks or gh200 group)")

@@ -71,6 +71,9 @@ def test_status_shows_the_head_serving_and_the_headless_rank(lab: Lab, site) -> 
 def test_status_shows_a_stopped_rank_and_the_api_it_took_down(lab: Lab, site) -> None:
     lab.sh("spark-2", "systemctl stop llmfleet-vllm-rank-watchdog llmfleet-vllm")
     try:
+        # Rank 0 finds the other rank gone at its next request (HTTP 500, then it exits).
+        code, _ = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+        assert code != 200
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             hosts = status(lab, "--limit", "spark-1,spark-2")["hosts"]
@@ -121,7 +124,8 @@ def test_logs_merge_both_hosts_in_time_order_and_follow_over_ssh(lab: Lab, site)
         assert code == 200
         time.sleep(5)
     finally:
-        follower.send_signal(signal.SIGINT)
+        # TERM: a test started in the background inherits SIGINT ignored.
+        follower.send_signal(signal.SIGTERM)
         out, err = follower.communicate(timeout=60)
     assert follower.returncode == 0, err[-3000:]
     # vLLM's access log line of the request, streamed after the listing.
@@ -139,7 +143,7 @@ def test_down_then_up(lab: Lab, site) -> None:
             node, "systemctl list-unit-files --no-legend 'llmfleet-*' | awk '{print $1}'"
         )
         assert not set(OURS) & set(listed.split()), listed
-        assert lab.sh(node, "pgrep -f 'vllm serve'", check=False).returncode == 1
+        assert lab.sh(node, "pgrep -f 'vllm serv[e]'", check=False).returncode == 1
         # Without --purge, the configuration stays.
         lab.sh(node, "test -f /etc/llmfleet/vllm/serve.yaml")
     assert changed_counts(down.stdout)["spark-1"] > 0
@@ -185,35 +189,63 @@ def problems(report: dict) -> dict[str, set[str]]:
     return found
 
 
+# The lab runs NCCL's Gloo transport; its RDMA devices are emulated from the links' real
+# counters. Judged as an `ib` inventory, the RDMA checks apply to it as to a Spark over RoCE.
+AS_ROCE = ("-e", "llmfleet_nccl_mode=ib")
+
+
 def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
-    code, report = doctor(lab)
+    code, report = doctor(lab, *AS_ROCE)
+    assert (code, problems(report)) == (0, {}), report["findings"]
+    # The GID index an `ib` launch writes, as the device has it now.
+    index = {doc["host"]: doc["rdma"]["gid_index"] for doc in report["evidence"]}
+    for node in ("spark-1", "spark-2"):
+        lab.sh(node, f"cp {NCCL_ENV} /tmp/nccl.env.kept && "
+                     f"echo NCCL_IB_GID_INDEX={index[node]} >> {NCCL_ENV}")  # fmt: skip
+    try:
+        code, report = doctor(lab, *AS_ROCE)
+    finally:
+        for node in ("spark-1", "spark-2"):
+            lab.sh(node, f"cp /tmp/nccl.env.kept {NCCL_ENV}")
     assert (code, problems(report)) == (0, {}), report["findings"]
     checks = {f["check"] for f in report["findings"] if f["status"] == "ok"}
-    # What the lab can show passing (it runs the mp executor: no ray:// client to look for).
-    assert checks >= {
-        "ranks", "socket_interface", "rdma_traffic", "peer_links", "link_rate", "gid_index",
-        "swap", "versions", "ray_settings", "clock",
-    }  # fmt: skip
+    # All but ray_client: the lab runs the mp executor, no ray:// client to look for.
+    assert checks == {check for check in ALL_CHECKS if check != "ray_client"}
     traffic = {f["host"]: f["evidence"] for f in report["findings"] if f["check"] == "rdma_traffic"}
     assert set(traffic) == {"spark-1", "spark-2"}
 
 
+ALL_CHECKS = {
+    "ray_client", "ranks", "socket_interface", "rdma_traffic", "peer_links", "link_rate",
+    "gid_index", "swap", "page_cache", "versions", "ray_settings", "clock",
+}  # fmt: skip
 NCCL_ENV = "/etc/llmfleet/nccl.env"
 VLLM_METADATA = "$(ls -d /opt/vllm/lib/python3*/site-packages/vllm-*.dist-info)/METADATA"
+# 64 MiB of real swap on a loop device: the nodes share the machine's kernel, so both see it.
+SWAP_ON = (
+    "dd if=/dev/zero of=/var/tmp/doctor.swap bs=1M count=64 status=none && "
+    "mkswap -q /var/tmp/doctor.swap && losetup -f --show /var/tmp/doctor.swap > /tmp/doctor.loop"
+    " && swapon $(cat /tmp/doctor.loop)"
+)
+SWAP_OFF = (
+    "swapoff $(cat /tmp/doctor.loop); losetup -d $(cat /tmp/doctor.loop); "
+    "rm -f /var/tmp/doctor.swap /tmp/doctor.loop"
+)
 
 
-def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_and_a_mixed_vllm(
+def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_swap_and_a_mixed_vllm(
     lab: Lab, site
 ) -> None:
     lab.sh("spark-1", "ip link set dev enP2p1s0f1np1 down")
     lab.sh("spark-2", "ip link set dev enP2p1s0f1np1 mtu 1500")
-    stale_gid = "s/^NCCL_IB_GID_INDEX=.*/NCCL_IB_GID_INDEX=7/"
-    lab.sh("spark-1", f"cp {NCCL_ENV} /tmp/nccl.env.kept && sed -i '{stale_gid}' {NCCL_ENV}")
+    lab.sh("spark-1", f"cp {NCCL_ENV} /tmp/nccl.env.kept && echo NCCL_IB_GID_INDEX=7 >> {NCCL_ENV}")
+    lab.sh("spark-1", SWAP_ON)
     lab.sh("spark-2", f"cp {VLLM_METADATA} /tmp/vllm-metadata.kept && "
                       f"sed -i 's/^Version: .*/Version: 0.0.1/' {VLLM_METADATA}")  # fmt: skip
     try:
         code, report = doctor(
             lab,
+            *AS_ROCE,
             # What the inventory asks for differs from what runs: a utilisation the node
             # cannot give, a memory monitor threshold Ray was not started with.
             "-e", "llmfleet_gpu_memory_utilization=0.99",
@@ -224,11 +256,14 @@ def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_and_a_mixed_vllm(
         lab.sh("spark-2", "ip link set dev enP2p1s0f1np1 mtu 9000")
         lab.sh("spark-1", "cp /tmp/nccl.env.kept /etc/llmfleet/nccl.env")
         lab.sh("spark-2", f"cp /tmp/vllm-metadata.kept {VLLM_METADATA}")
+        lab.sh("spark-1", SWAP_OFF)
     assert code == 2
     assert problems(report) == {
-        "link_rate": {"spark-1"},
+        # The other end of a port that goes down loses its link too.
+        "link_rate": {"spark-1", "spark-2"},
         "peer_links": {"spark-1", "spark-2"},
         "gid_index": {"spark-1"},
+        "swap": {"spark-1", "spark-2"},
         "versions": {"spark-1"},
         "page_cache": {"spark-1", "spark-2"},
         "ray_settings": {"spark-1", "spark-2"},
@@ -250,7 +285,7 @@ def test_doctor_finds_gloo_on_the_management_network_and_still_rdma_counters(
                      f"s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=eth0/' {NCCL_ENV}")  # fmt: skip
     try:
         restart_ranks(lab)
-        code, report = doctor(lab)
+        code, report = doctor(lab, *AS_ROCE)
     finally:
         for node in ("spark-1", "spark-2"):
             lab.sh(node, "cp /tmp/nccl.env.kept /etc/llmfleet/nccl.env")

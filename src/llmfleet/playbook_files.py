@@ -1,0 +1,76 @@
+"""What the commands that read the cluster share (``plan``, ``status``, ``logs``, ``doctor``):
+their start (the inventory, the collection, ``-e``), a playbook run that writes JSON files into
+a folder of this machine's the command then reads, and how a host's failure is told."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from llmfleet.cli_options import fail, parse_extra_vars
+from llmfleet.paths import CollectionNotFound, collection_root
+from llmfleet.run_outcome import RunResult
+from llmfleet.runner import RunnerError, run_playbook
+
+
+def start(
+    inventory: Path, extra_vars: list[str] | None
+) -> tuple[Path, list[dict[str, Any] | Path]]:
+    """The collection and the parsed ``-e`` values; exit 1 saying why when either is wrong."""
+    if not inventory.exists():
+        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
+    try:
+        return collection_root(), parse_extra_vars(extra_vars or [])
+    except (CollectionNotFound, ValueError) as exc:
+        raise fail(str(exc)) from None
+
+
+def run_collecting(
+    root: Path,
+    playbook: str,
+    inventory: Path,
+    *,
+    extravars: list[dict[str, Any] | Path],
+    folder_variable: str,
+    limit: str | None = None,
+    verbosity: int = 0,
+    plain: bool | None = True,
+) -> tuple[RunResult, dict[str, Any]]:
+    """Run ``playbooks/<playbook>.yml`` (progress on stderr) with ``folder_variable`` naming a
+    new private folder; its result and the JSON files it wrote there, by file stem. Exit 1
+    when the run cannot start."""
+    with tempfile.TemporaryDirectory(prefix=f"llmfleet-{playbook}-") as folder:
+        try:
+            result = run_playbook(
+                root / "playbooks" / f"{playbook}.yml",
+                inventory,
+                limit=limit,
+                extravars=[*extravars, {folder_variable: folder}],
+                verbosity=verbosity,
+                console=Console(stderr=True),
+                plain=plain,
+                root=root,
+            )
+        except RunnerError as exc:
+            raise fail(str(exc)) from None
+        written = {
+            path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(folder).glob("*.json"))
+        }
+    return result, written
+
+
+def print_failures(result: RunResult) -> None:
+    """Each host's failure, one line on stderr: the host, the task, the reason."""
+    console = Console(stderr=True)
+    for failure in result.failures:
+        console.print(
+            f"[red]{escape(failure.host)}[/red]: {escape(failure.task)}: {escape(failure.msg)}",
+            soft_wrap=True,
+            highlight=False,
+        )
