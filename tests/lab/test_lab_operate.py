@@ -68,31 +68,6 @@ def test_status_shows_the_head_serving_and_the_headless_rank(lab: Lab, site) -> 
     assert "2 of 2 nodes alive" in screen.stdout
 
 
-def test_status_shows_a_stopped_rank_and_the_api_it_took_down(lab: Lab, site) -> None:
-    lab.sh("spark-2", "systemctl stop llmfleet-vllm-rank-watchdog llmfleet-vllm")
-    try:
-        # Rank 0 finds the other rank gone at its next request (HTTP 500, then it exits).
-        code, _ = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
-        assert code != 200
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            hosts = status(lab, "--limit", "spark-1,spark-2")["hosts"]
-            if hosts["spark-1"]["vllm"]["health"] != 200:
-                break
-            time.sleep(10)
-        assert units(hosts["spark-2"])["llmfleet-vllm.service"]["active"] == "inactive"
-        assert hosts["spark-1"]["vllm"]["health"] != 200, hosts["spark-1"]["vllm"]
-        assert hosts["spark-1"]["vllm"]["health_error"]
-        # The doctor names both sides: the rank that runs nothing, the API it took down.
-        code, report = doctor(lab)
-        assert code == 2
-        ranks = {f["host"]: f for f in report["findings"] if f["check"] == "ranks"}
-        assert "no `vllm serve` process" in ranks["spark-2"]["evidence"]
-        assert "does not answer /health" in ranks["spark-1"]["evidence"]
-    finally:
-        restart_ranks(lab)
-
-
 def test_logs_merge_both_hosts_in_time_order_and_follow_over_ssh(lab: Lab, site) -> None:
     proc = lab.run("llmfleet", "logs", "-i", "inventory/lab", "-n", "40", timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -192,10 +167,14 @@ def problems(report: dict) -> dict[str, set[str]]:
 # The lab runs NCCL's Gloo transport; its RDMA devices are emulated from the links' real
 # counters. Judged as an `ib` inventory, the RDMA checks apply to it as to a Spark over RoCE.
 AS_ROCE = ("-e", "llmfleet_nccl_mode=ib")
+# The lab's vLLM asks for 0.7 of this machine's memory, which the other tests' nodes and
+# page cache make a close call from minute to minute; the healthy runs ask for less (the
+# failing direction asks for 0.99).
+ROOMY = ("-e", "llmfleet_gpu_memory_utilization=0.3")
 
 
 def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
-    code, report = doctor(lab, *AS_ROCE)
+    code, report = doctor(lab, *AS_ROCE, *ROOMY)
     assert (code, problems(report)) == (0, {}), report["findings"]
     # The GID index an `ib` launch writes, as the device has it now.
     index = {doc["host"]: doc["rdma"]["gid_index"] for doc in report["evidence"]}
@@ -203,7 +182,7 @@ def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
         lab.sh(node, f"cp {NCCL_ENV} /tmp/nccl.env.kept && "
                      f"echo NCCL_IB_GID_INDEX={index[node]} >> {NCCL_ENV}")  # fmt: skip
     try:
-        code, report = doctor(lab, *AS_ROCE)
+        code, report = doctor(lab, *AS_ROCE, *ROOMY)
     finally:
         for node in ("spark-1", "spark-2"):
             lab.sh(node, f"cp /tmp/nccl.env.kept {NCCL_ENV}")
@@ -276,26 +255,50 @@ def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_swap_and_a_mixed_v
     assert "RAY_memory_usage_threshold=0.97 (expected 0.9)" in evidence[("ray_settings", "spark-1")]
 
 
-def test_doctor_finds_gloo_on_the_management_network_and_still_rdma_counters(
-    lab: Lab, site
-) -> None:
+def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> None:
+    """One break-and-repair cycle of the ranks for three things to see: status and doctor on
+    a stopped rank and the API it took down, then, with both ranks started again on Gloo and
+    NCCL bound to the management network, the doctor's interface and RDMA counter checks."""
+    wrong_interface = (
+        "s/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=eth0/;"
+        "s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=eth0/"
+    )
     for node in ("spark-1", "spark-2"):
-        lab.sh(node, f"cp {NCCL_ENV} /tmp/nccl.env.kept && "
-                     "sed -i 's/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=eth0/;"
-                     f"s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=eth0/' {NCCL_ENV}")  # fmt: skip
+        lab.sh(node, f"cp {NCCL_ENV} /tmp/nccl.env.kept && sed -i '{wrong_interface}' {NCCL_ENV}")
+    lab.sh("spark-2", "systemctl stop llmfleet-vllm-rank-watchdog llmfleet-vllm")
     try:
+        # Rank 0 finds the other rank gone at its next request (HTTP 500, then it exits).
+        code, _ = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
+        assert code != 200
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            hosts = status(lab)["hosts"]
+            if hosts["spark-1"]["vllm"]["health"] != 200:
+                break
+            time.sleep(10)
+        assert units(hosts["spark-2"])["llmfleet-vllm.service"]["active"] == "inactive"
+        assert hosts["spark-1"]["vllm"]["health"] != 200, hosts["spark-1"]["vllm"]
+        assert hosts["spark-1"]["vllm"]["health_error"]
+        # The doctor names both sides: the rank that runs nothing, the API it took down.
+        code, stopped = doctor(lab)
         restart_ranks(lab)
-        code, report = doctor(lab, *AS_ROCE)
+        code_wrong, wrong = doctor(lab, *AS_ROCE)
     finally:
         for node in ("spark-1", "spark-2"):
-            lab.sh(node, "cp /tmp/nccl.env.kept /etc/llmfleet/nccl.env")
+            lab.sh(node, f"cp /tmp/nccl.env.kept {NCCL_ENV}")
         restart_ranks(lab)
     assert code == 2
-    found = problems(report)
-    assert found["socket_interface"] == {"spark-1", "spark-2"}, report["findings"]
-    assert found["rdma_traffic"] == {"spark-1", "spark-2"}, report["findings"]
-    evidence = {(f["check"], f["host"]): f["evidence"] for f in report["findings"]}
+    ranks = {f["host"]: f for f in stopped["findings"] if f["check"] == "ranks"}
+    assert "no `vllm serve` process" in ranks["spark-2"]["evidence"]
+    assert "does not answer /health" in ranks["spark-1"]["evidence"]
+
+    assert code_wrong == 2
+    found = problems(wrong)
+    assert found["socket_interface"] == {"spark-1", "spark-2"}, wrong["findings"]
+    assert found["rdma_traffic"] == {"spark-1", "spark-2"}, wrong["findings"]
+    evidence = {(f["check"], f["host"]): f["evidence"] for f in wrong["findings"]}
     assert "GLOO_SOCKET_IFNAME=eth0" in evidence[("socket_interface", "spark-2")]
+    assert "background traffic only" in evidence[("rdma_traffic", "spark-1")]
 
 
 def restart_ranks(lab: Lab) -> None:
