@@ -12,32 +12,19 @@ apply, or its evidence is missing: the evidence says which). Pure: no host is re
 
 from __future__ import annotations
 
-import ipaddress
-
-SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-# What one probe request of 32 tokens moves between two ranks at least, far above the
-# background (the lab's tiny model: about 1.2 MB; health checks and heartbeats: a few KB).
-DEFAULT_MIN_PROBE_BYTES = 256 * 1024
-GIB = 1 << 30
-
-
-def _finding(check, title, host, problem, evidence, fix):  # noqa: PLR0917 - one record
-    return {
-        "check": check,
-        "title": title,
-        "host": host,
-        "status": "skipped" if problem is None else ("problem" if problem else "ok"),
-        "evidence": evidence,
-        "fix": fix if problem else None,
-    }
-
-
-def _processes(doc, name):
-    return ((doc.get("node") or {}).get("processes") or {}).get(name) or []
-
-
-def _is_multi_node(doc):
-    return len(doc.get("group") or []) > 1
+from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor_evidence import (
+    GIB,
+    finding,
+    host_processes,
+    is_multi_node,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor_fabric import (
+    check_gid_index,
+    check_link_rate,
+    check_peer_links,
+    check_rdma_traffic,
+    check_socket_interface,
+)
 
 
 def check_ray_client(docs):
@@ -50,11 +37,11 @@ def check_ray_client(docs):
     )
     findings = []
     for doc in docs:
-        if (doc.get("expect") or {}).get("executor") != "ray" or not _is_multi_node(doc):
+        if (doc.get("expect") or {}).get("executor") != "ray" or not is_multi_node(doc):
             continue
         clients = [
             process
-            for process in _processes(doc, "vllm")
+            for process in host_processes(doc, "vllm")
             if "ray://" in process["cmdline"]
             or str((process.get("environ") or {}).get("RAY_ADDRESS", "")).startswith("ray://")
         ]
@@ -62,7 +49,7 @@ def check_ray_client(docs):
             "; ".join("pid {} {}".format(p["pid"], p["cmdline"]) for p in clients)
             or "no vLLM process with a ray:// address"
         )
-        findings.append(_finding("ray_client", title, doc["host"], bool(clients), evidence, fix))
+        findings.append(finding("ray_client", title, doc["host"], bool(clients), evidence, fix))
     return findings
 
 
@@ -72,9 +59,9 @@ def check_ranks(docs):
     title = "the ranks of the group run and see each other"
     findings = []
     for doc in docs:
-        if not _is_multi_node(doc):
+        if not is_multi_node(doc):
             continue
-        running = _processes(doc, "vllm")
+        running = host_processes(doc, "vllm")
         vllm = doc.get("vllm") or {}
         problems = []
         if not running and (doc.get("expect") or {}).get("executor") == "mp":
@@ -89,7 +76,7 @@ def check_ranks(docs):
             len(running), ", /health 200" if vllm.get("serves_api") else ""
         )
         findings.append(
-            _finding(
+            finding(
                 "ranks",
                 title,
                 doc["host"],
@@ -97,191 +84,6 @@ def check_ranks(docs):
                 evidence,
                 "llmfleet logs -i INV --since 30m shows which rank stopped first and why; "
                 "llmfleet up restarts every rank of the group together",
-            )
-        )
-    return findings
-
-
-def check_socket_interface(docs):
-    """NCCL and Gloo bound to the fabric interface, in the environment of the running vLLM
-    (a socket on the management network is 10-100 times slower, silently)."""
-    title = "NCCL and Gloo use the fabric interface"
-    findings = []
-    for doc in docs:
-        expected = (doc.get("expect") or {}).get("fabric_interface")
-        processes = _processes(doc, "vllm")
-        if not _is_multi_node(doc) or not expected or not processes:
-            continue
-        environ = processes[0].get("environ")
-        if environ is None:
-            findings.append(
-                _finding("socket_interface", title, doc["host"], None,
-                         "the environment of vLLM could not be read (needs root)", None)
-            )  # fmt: skip
-            continue
-        wrong = {
-            name: environ.get(name) for name in SOCKET_VARIABLES if environ.get(name) != expected
-        }
-        evidence = ", ".join(f"{name}={value}" for name, value in wrong.items()) or (
-            f"{' and '.join(SOCKET_VARIABLES)} = {expected}"
-        )
-        findings.append(
-            _finding(
-                "socket_interface",
-                title,
-                doc["host"],
-                bool(wrong),
-                f"vLLM pid {processes[0]['pid']}: {evidence} (expected {expected})",
-                f"set both to {expected} (role nccl_env writes them; llmfleet up restarts vLLM "
-                "with the file)",
-            )
-        )
-    return findings
-
-
-def check_rdma_traffic(docs):
-    """With NCCL over RoCE, the fabric's RDMA data counters move while a request is served;
-    counters that move no more than background traffic (health checks, Ray's heartbeats) mean
-    NCCL fell back to sockets."""
-    title = "RDMA counters move under a request"
-    findings = []
-    for doc in docs:
-        expect = doc.get("expect") or {}
-        if expect.get("nccl_mode") != "ib" or not _is_multi_node(doc):
-            continue
-        moved = (doc.get("traffic") or {}).get("moved_bytes")
-        if moved is None:
-            findings.append(
-                _finding("rdma_traffic", title, doc["host"], None,
-                         "no probe request was measured", None)
-            )  # fmt: skip
-            continue
-        least = int(expect.get("min_probe_bytes") or DEFAULT_MIN_PROBE_BYTES)
-        findings.append(
-            _finding(
-                "rdma_traffic",
-                title,
-                doc["host"],
-                moved < least,
-                f"{moved} bytes on the RDMA data counters during one probe request"
-                + (f" (background traffic only: less than {least})" if moved < least else ""),
-                "NCCL fell back to sockets: check NCCL_IB_HCA, NCCL_IB_GID_INDEX and "
-                "NCCL_IB_DISABLE in the environment of vLLM (llmfleet up rewrites them) and "
-                "`ibdev2netdev`",
-            )
-        )
-    return findings
-
-
-def _networks(link):
-    return {str(ipaddress.ip_interface(address).network) for address in link.get("ipv4") or []}
-
-
-def check_peer_links(docs):
-    """The halves of the fabric have one MTU and one subnet on every host of a group."""
-    title = "fabric MTU and subnets match between peers"
-    findings = []
-    by_host = {doc["host"]: doc for doc in docs}
-    for doc in docs:
-        if not _is_multi_node(doc):
-            continue
-        peers = [by_host[host] for host in doc["group"] if host in by_host and host != doc["host"]]
-        problems = []
-        mine = {link["name"]: link for link in doc["node"]["links"] if link.get("present")}
-        for peer in peers:
-            theirs = {link["name"]: link for link in peer["node"]["links"] if link.get("present")}
-            for name in sorted(set(mine) & set(theirs)):
-                if mine[name]["mtu"] != theirs[name]["mtu"]:
-                    problems.append(
-                        "{} MTU {} here, {} on {}".format(
-                            name, mine[name]["mtu"], theirs[name]["mtu"], peer["host"]
-                        )
-                    )
-                if _networks(mine[name]) != _networks(theirs[name]):
-                    problems.append(
-                        "{} in {} here, {} on {}".format(
-                            name,
-                            ", ".join(sorted(_networks(mine[name]))) or "no subnet",
-                            ", ".join(sorted(_networks(theirs[name]))) or "no subnet",
-                            peer["host"],
-                        )
-                    )
-        findings.append(
-            _finding(
-                "peer_links",
-                title,
-                doc["host"],
-                bool(problems),
-                "; ".join(problems)
-                or "same MTU and subnets as " + ", ".join(p["host"] for p in peers),
-                "llmfleet up -i INV --tags cx7_network sets the MTU and addresses the inventory "
-                "gives on every host",
-            )
-        )
-    return findings
-
-
-def check_link_rate(docs):
-    """Every fabric netdev present, up and at the rate of a CX7 port (200000Mb/s)."""
-    title = "fabric links up at full rate"
-    findings = []
-    for doc in docs:
-        links = doc["node"].get("links") or []
-        if not links:
-            continue
-        minimum = int((doc.get("expect") or {}).get("min_link_mbps") or 200000)
-        problems = []
-        for link in links:
-            if not link.get("present"):
-                problems.append(f"{link['name']} missing")
-            elif link.get("operstate") != "up":
-                problems.append(f"{link['name']} {link.get('operstate')} (rail down)")
-            elif link.get("speed_mbps") is not None and link["speed_mbps"] < minimum:
-                problems.append(f"{link['name']} at {link['speed_mbps']}Mb/s")
-        evidence = "; ".join(problems) or ", ".join(
-            "{} up {}Mb/s".format(link["name"], link.get("speed_mbps")) for link in links
-        )
-        findings.append(
-            _finding(
-                "link_rate",
-                title,
-                doc["host"],
-                bool(problems),
-                evidence + f" (expected up at {minimum}Mb/s or more)" if problems else evidence,
-                "reseat or replace the QSFP cable, check both ends with `ethtool IFACE` and "
-                "`ibdev2netdev`; llmfleet up -i INV --tags fabric_verify measures the rails",
-            )
-        )
-    return findings
-
-
-def check_gid_index(docs):
-    """The RoCE GID index NCCL was given is still the one of the fabric address (it moves when
-    addresses come and go, after a reboot)."""
-    title = "RoCE GID index matches the device"
-    findings = []
-    for doc in docs:
-        if (doc.get("expect") or {}).get("nccl_mode") != "ib":
-            continue
-        configured = (doc.get("nccl_env") or {}).get("NCCL_IB_GID_INDEX")
-        current = (doc.get("rdma") or {}).get("gid_index")
-        if configured is None or current is None:
-            findings.append(
-                _finding("gid_index", title, doc["host"], None,
-                         f"configured {configured}, device {current}", None)
-            )  # fmt: skip
-            continue
-        findings.append(
-            _finding(
-                "gid_index",
-                title,
-                doc["host"],
-                str(configured) != str(current),
-                "NCCL_IB_GID_INDEX={} in the environment file; the RoCE v2 GID of the fabric "
-                "address on {} is at index {}".format(
-                    configured, (doc.get("rdma") or {}).get("device"), current
-                ),
-                "llmfleet up -i INV --tags nccl_env detects the index again and restarts vLLM",
             )
         )
     return findings
@@ -303,7 +105,7 @@ def check_swap(docs):
             else "no swap"
         )
         findings.append(
-            _finding(
+            finding(
                 "swap",
                 "swap is off",
                 doc["host"],
@@ -327,7 +129,7 @@ def check_page_cache(docs):
             continue
         page_cache = gpu.get("drop_cache_before_restart")
         findings.append(
-            _finding(
+            finding(
                 "page_cache",
                 title,
                 doc["host"],
@@ -365,7 +167,7 @@ def check_versions(docs):
                     "{}: {}".format(what, ", ".join(f"{h} {v}" for h, v in values.items()))
                 )
         findings.append(
-            _finding(
+            finding(
                 "versions",
                 title,
                 group[0],
@@ -398,7 +200,7 @@ def check_ray_settings(docs):
     findings = []
     for doc in docs:
         expect = doc.get("expect") or {}
-        raylets = _processes(doc, "raylet")
+        raylets = host_processes(doc, "raylet")
         if not expect.get("ray_cluster") or not raylets:
             continue
         problems = []
@@ -419,7 +221,7 @@ def check_ray_settings(docs):
                 )
             )
         findings.append(
-            _finding(
+            finding(
                 "ray_settings",
                 title,
                 doc["host"],
@@ -445,7 +247,7 @@ def check_clock(docs):
         uncertainty = (clock["after"] - clock["before"]) / 2
         skew = clock["node"] - middle
         findings.append(
-            _finding(
+            finding(
                 "clock",
                 "the clock agrees with this machine's",
                 doc["host"],
@@ -476,4 +278,4 @@ CHECKS = (
 
 def findings(docs):
     """Every check's findings over the hosts' evidence, in the order of CHECKS."""
-    return [finding for check in CHECKS for finding in check(docs)]
+    return [found for check in CHECKS for found in check(docs)]
