@@ -34,6 +34,7 @@ from llmfleet.cli_options import (
     ExtraVarsOption,
     InventoryOption,
     JsonOption,
+    LimitOption,
     PlainOption,
     VerboseOption,
     fail,
@@ -129,10 +130,7 @@ def _playbook_path(root: Path, name: str | None) -> Path:
 @app.command(help=UP_HELP, epilog=EXIT_CODES_EPILOG)
 def up(  # noqa: PLR0917 - typer maps parameters to options
     inventory: InventoryOption,
-    limit: Annotated[
-        str | None,
-        typer.Option("--limit", "-l", help="Only these hosts/groups (ansible pattern)."),
-    ] = None,
+    limit: LimitOption = None,
     tags: Annotated[
         str | None, typer.Option("--tags", "-t", help="Only tasks with these tags (comma list).")
     ] = None,

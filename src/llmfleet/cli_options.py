@@ -69,6 +69,10 @@ InventoryOption = Annotated[
         show_default=False,
     ),
 ]
+LimitOption = Annotated[
+    str | None,
+    typer.Option("--limit", "-l", help="Only these hosts/groups (ansible pattern)."),
+]
 ExtraVarsOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption
+from llmfleet.cli_options import ExtraVarsOption, InventoryOption, LimitOption, VerboseOption
 from llmfleet.playbook_files import print_failures, run_collecting, start
 from llmfleet.run_outcome import ExitCode, RunResult
 
@@ -63,10 +63,7 @@ def findings_table(findings: list[dict[str, Any]]) -> Table:
 
 def doctor(
     inventory: InventoryOption,
-    limit: Annotated[
-        str | None,
-        typer.Option("--limit", "-l", help="Only these hosts (an ansible pattern)."),
-    ] = None,
+    limit: LimitOption = None,
     extra_vars: ExtraVarsOption = None,
     as_json: Annotated[
         bool,

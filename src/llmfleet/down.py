@@ -22,6 +22,7 @@ from llmfleet.cli_options import (
     ExtraVarsOption,
     InventoryOption,
     JsonOption,
+    LimitOption,
     PlainOption,
     VerboseOption,
     fail,
@@ -61,10 +62,7 @@ def keep_merged_logs(folder: Path) -> Path | None:
 
 def down(  # noqa: PLR0917 - typer maps parameters to options
     inventory: InventoryOption,
-    limit: Annotated[
-        str | None,
-        typer.Option("--limit", "-l", help="Only these hosts/groups (ansible pattern)."),
-    ] = None,
+    limit: LimitOption = None,
     purge: Annotated[
         bool,
         typer.Option(

@@ -24,7 +24,6 @@ from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption
 from llmfleet.host_access import HostAccess, HostAccessError, host_accesses
 from llmfleet.log_entries import (
     Entry,
-    container_entries,
     container_time,
     format_time,
     journal_entries,
@@ -158,11 +157,9 @@ def _stream_entry(host: str, source: str, line: str) -> Entry | None:
     if source.endswith(" (ended)"):
         return Entry(time.time(), host, source, line)
     stamped = container_time(line)
-    return (
-        container_entries(host, source, [line])[0]
-        if stamped
-        else Entry(time.time(), host, source, line)
-    )
+    if stamped is None:
+        return Entry(time.time(), host, source, line)
+    return Entry(stamped[0], host, source, stamped[1])
 
 
 def logs(  # noqa: PLR0917 - typer maps parameters to options

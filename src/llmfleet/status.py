@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from llmfleet.cli_options import ExtraVarsOption, InventoryOption, VerboseOption, fail
+from llmfleet.cli_options import ExtraVarsOption, InventoryOption, LimitOption, VerboseOption, fail
 from llmfleet.playbook_files import run_collecting, start
 from llmfleet.run_outcome import RunResult
 
@@ -256,10 +256,7 @@ def print_status(
 
 def status(
     inventory: InventoryOption,
-    limit: Annotated[
-        str | None,
-        typer.Option("--limit", "-l", help="Only these hosts (an ansible pattern)."),
-    ] = None,
+    limit: LimitOption = None,
     extra_vars: ExtraVarsOption = None,
     as_json: Annotated[
         bool,
