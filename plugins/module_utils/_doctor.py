@@ -46,11 +46,19 @@ def check_ray_client(docs):
             or str((process.get("environ") or {}).get("RAY_ADDRESS", "")).startswith("ray://")
         ]
         evidence = (
-            "; ".join("pid {} {}".format(p["pid"], p["cmdline"]) for p in clients)
+            "; ".join(describe_ray_client(process) for process in clients)
             or "no vLLM process with a ray:// address"
         )
         findings.append(finding("ray_client", title, doc["host"], bool(clients), evidence, fix))
     return findings
+
+
+def describe_ray_client(process):
+    """A vLLM process that connects to Ray as a client: its pid, its command line and, when
+    the address came from its environment, that variable."""
+    address = str((process.get("environ") or {}).get("RAY_ADDRESS", ""))
+    told = f" with RAY_ADDRESS={address}" if address.startswith("ray://") else ""
+    return "pid {} {}{}".format(process["pid"], process["cmdline"], told)
 
 
 def check_ranks(docs):

@@ -122,6 +122,9 @@ def test_down_then_up(lab: Lab, site) -> None:
         # Without --purge, the configuration stays.
         lab.sh(node, "test -f /etc/llmfleet/vllm/serve.yaml")
     assert changed_counts(down.stdout)["spark-1"] > 0
+    # claude-code-router on spark-1 stops too (its configuration stays without --purge).
+    assert lab.sh("spark-1", f"test -e /etc/systemd/system/{ROUTER}", check=False).returncode
+    lab.sh("spark-1", f"! pgrep -f claude-code-route[r] && test -f {ROUTER_CONFIG}/config.json")
 
     again = lab.run("llmfleet", "down", "-i", "inventory/lab", "--plain", timeout=900)
     assert again.returncode == 0, again.stdout[-4000:]
@@ -136,6 +139,7 @@ def test_down_then_up(lab: Lab, site) -> None:
         lab.sh(node, "test ! -e /etc/llmfleet/vllm && test ! -e /etc/llmfleet/private")
         lab.sh(node, "test ! -e /etc/netplan/40-cx7.yaml")
         assert "192.168.100." not in lab.out(node, "ip -4 -o addr show dev enp1s0f1np1")
+    lab.sh("spark-1", f"test ! -e {ROUTER_CONFIG}/config.json -a ! -e {ROUTER_CONFIG}/llmfleet.env")
     purge_again = lab.run(
         "llmfleet", "down", "-i", "inventory/lab", "--plain", "--purge", "--purge-network",
         timeout=900,
@@ -148,10 +152,20 @@ def test_down_then_up(lab: Lab, site) -> None:
     assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-2000:]
     code, body = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
     assert code == 200, body
+    assert lab.out("spark-1", f"systemctl is-active {ROUTER}").strip() == "active"
 
 
-def doctor(lab: Lab, *args: str) -> tuple[int, dict]:
-    proc = lab.run("llmfleet", "doctor", "-i", "inventory/lab", "--json", *args, timeout=900)
+ROUTER = "llmfleet-claude-code-router.service"
+ROUTER_CONFIG = "/root/.claude-code-router"  # the lab connects as root
+
+
+def doctor(lab: Lab, *args: str, skew: str | None = None) -> tuple[int, dict]:
+    """`llmfleet doctor --json` on the lab; with `skew` (libfaketime's offset, "+30s") this
+    machine's clock runs off by that much for the whole run: the nodes share this machine's
+    kernel clock, so a clock that disagrees can only be put on the controller's side."""
+    faked = ("faketime", "-f", skew) if skew else ()
+    command = (*faked, "llmfleet", "doctor", "-i", "inventory/lab", "--json", *args)
+    proc = lab.run(*command, timeout=900)
     assert proc.stdout, proc.stderr[-4000:]
     return proc.returncode, json.loads(proc.stdout)
 
@@ -192,6 +206,16 @@ def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
     assert checks == {check for check in ALL_CHECKS if check != "ray_client"}
     traffic = {f["host"]: f["evidence"] for f in report["findings"] if f["check"] == "rdma_traffic"}
     assert set(traffic) == {"spark-1", "spark-2"}
+
+    # Judged as a Ray executor's launch (the lab's CPU vLLM refuses Ray, so it runs mp):
+    # no ray:// client. With this machine's clock 30 s ahead: every node is behind.
+    _, skewed = doctor(lab, "-e", "llmfleet_vllm_executor=ray", skew="+30s")
+    verdicts = {(f["check"], f["host"]): f["status"] for f in skewed["findings"]}
+    for node in ("spark-1", "spark-2"):
+        assert verdicts[("ray_client", node)] == "ok", skewed["findings"]
+        assert verdicts[("clock", node)] == "problem", skewed["findings"]
+    evidence = {(f["check"], f["host"]): f["evidence"] for f in skewed["findings"]}
+    assert evidence[("clock", "spark-2")].startswith("-3"), evidence[("clock", "spark-2")]
 
 
 ALL_CHECKS = {
@@ -256,9 +280,10 @@ def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_swap_and_a_mixed_v
 
 
 def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> None:
-    """One break-and-repair cycle of the ranks for three things to see: status and doctor on
+    """One break-and-repair cycle of the ranks for four things to see: status and doctor on
     a stopped rank and the API it took down, then, with both ranks started again on Gloo and
-    NCCL bound to the management network, the doctor's interface and RDMA counter checks."""
+    NCCL bound to the management network and rank 0 given a ray:// address, the doctor's
+    interface, RDMA counter and Ray client checks."""
     wrong_interface = (
         "s/^GLOO_SOCKET_IFNAME=.*/GLOO_SOCKET_IFNAME=eth0/;"
         "s/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=eth0/"
@@ -281,11 +306,17 @@ def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> N
         assert hosts["spark-1"]["vllm"]["health_error"]
         # The doctor names both sides: the rank that runs nothing, the API it took down.
         code, stopped = doctor(lab)
+        # Rank 0 started again with seed 004's RAY_ADDRESS=ray://... in its environment.
+        lab.sh("spark-1", f"mkdir -p {RAY_CLIENT_DROPIN.rsplit('/', 1)[0]} && printf "
+                          f"'[Service]\\nEnvironment=RAY_ADDRESS={RAY_CLIENT}\\n' "
+                          f"> {RAY_CLIENT_DROPIN} && systemctl daemon-reload")  # fmt: skip
         restart_ranks(lab)
         code_wrong, wrong = doctor(lab, *AS_ROCE)
+        _, as_ray = doctor(lab, "-e", "llmfleet_vllm_executor=ray")
     finally:
         for node in ("spark-1", "spark-2"):
             lab.sh(node, f"cp /tmp/nccl.env.kept {NCCL_ENV}")
+        lab.sh("spark-1", f"rm -f {RAY_CLIENT_DROPIN} && systemctl daemon-reload")
         restart_ranks(lab)
     assert code == 2
     ranks = {f["host"]: f for f in stopped["findings"] if f["check"] == "ranks"}
@@ -299,6 +330,14 @@ def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> N
     evidence = {(f["check"], f["host"]): f["evidence"] for f in wrong["findings"]}
     assert "GLOO_SOCKET_IFNAME=eth0" in evidence[("socket_interface", "spark-2")]
     assert "background traffic only" in evidence[("rdma_traffic", "spark-1")]
+
+    clients = {f["host"]: f for f in as_ray["findings"] if f["check"] == "ray_client"}
+    assert (clients["spark-1"]["status"], clients["spark-2"]["status"]) == ("problem", "ok")
+    assert f"with RAY_ADDRESS={RAY_CLIENT}" in clients["spark-1"]["evidence"]
+
+
+RAY_CLIENT = "ray://192.168.100.11:10001"
+RAY_CLIENT_DROPIN = "/etc/systemd/system/llmfleet-vllm.service.d/50-ray-client.conf"
 
 
 def restart_ranks(lab: Lab) -> None:
