@@ -154,6 +154,10 @@ def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None
     wait_healthy(lab)
     restarts = lab.out("spark-1", "systemctl show -p NRestarts --value llmfleet-vllm")
     assert int(restarts) >= 1
+    # Started after the network, as the unit asks: its After= line reached systemd whole
+    # (a comment once joined it: the dependency was dropped with a warning, found 2026-11-24).
+    after = lab.out("spark-1", "systemctl show -p After --value llmfleet-vllm").split()
+    assert "network-online.target" in after, after
     code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
     assert code == 200, text
 
