@@ -1,0 +1,74 @@
+"""vLLM's side of the lab model's script: a custom logits processor that forces, token by
+token, the reply llmfleet_lab_script writes for the conversation of each request.
+
+Loaded by a lab profile with ``--logits-processors
+llmfleet_lab_scripted_processor:ScriptedReplies`` (the folder on vLLM's PYTHONPATH) and
+``LLMFLEET_LAB_SCRIPT_FORMAT`` set to the profile's tool-call parser. It runs in every
+worker of a tensor parallel group: the forced tokens depend on the prompt only, so every
+rank samples the same. vLLM 0.32's CPU platform has no Triton and runs the V1 model runner,
+whose interface this is (``vllm.v1.sample.logits_processor``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from llmfleet_lab_script import scripted_text
+from tokenizers import Tokenizer
+from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+FORMAT_VARIABLE = "LLMFLEET_LAB_SCRIPT_FORMAT"
+END_OF_TURN = "<|im_end|>"
+
+
+class ScriptedReplies(LogitsProcessor):
+    def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool):
+        folder = Path(vllm_config.model_config.tokenizer)
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.wire_format = os.environ.get(FORMAT_VARIABLE, "hermes")
+        self.end_of_turn = self.tokenizer.token_to_id(END_OF_TURN)
+        # Batch index -> (the tokens to force, the request's live list of output tokens).
+        self.forced: dict[int, tuple[list[int], list[int]]] = {}
+
+    def is_argmax_invariant(self) -> bool:
+        return False
+
+    def update_state(self, batch_update: BatchUpdate | None) -> None:
+        if batch_update is None:
+            return
+        for index in batch_update.removed:
+            self.forced.pop(index, None)
+        for index, _params, prompt_ids, output_ids in batch_update.added:
+            self.forced.pop(index, None)
+            text = self.script(prompt_ids)
+            if text is not None:
+                tokens = self.tokenizer.encode(text, add_special_tokens=False).ids
+                self.forced[index] = ([*tokens, self.end_of_turn], output_ids)
+        for first, second, direction in batch_update.moved:
+            moving = self.forced.pop(first, None)
+            if direction == MoveDirectionality.SWAP:
+                staying = self.forced.pop(second, None)
+                if staying is not None:
+                    self.forced[first] = staying
+            if moving is not None:
+                self.forced[second] = moving
+
+    def script(self, prompt_ids: list[int] | None) -> str | None:
+        if not prompt_ids:
+            return None
+        prompt = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+        return scripted_text(prompt, self.wire_format)
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        for index, (tokens, output_ids) in self.forced.items():
+            step = len(output_ids)
+            token = tokens[step] if step < len(tokens) else self.end_of_turn
+            logits[index].fill_(float("-inf"))
+            logits[index, token] = 0.0
+        return logits
