@@ -28,6 +28,8 @@ MACHINE_TO_ITSELF = "machine_to_itself"
 
 # Test files of tests/lab that start labs of their own (never the session's `lab`).
 OWN_LAB_FILES = frozenset({"test_molecule.py", "test_lab_lifecycle.py"})
+# Tests of the bare lab: their `lab` is a lab of their own (tests/lab/bare/conftest.py).
+BARE_LAB_DIR = "tests/lab/bare/"
 
 
 def worker_group(nodeid: str) -> str:
@@ -35,17 +37,27 @@ def worker_group(nodeid: str) -> str:
     scopes are these groups, see pytest_xdist_make_scheduler). Every test of the test lab
     (the `lab` session fixture) runs in one worker, in the order tests/lab/conftest.py
     gives them: a session fixture is per worker, and two workers would start two labs of the
-    same name. The tests that start labs of their own (molecule's groups, the lifecycle labs)
-    run in a group of their own, the tests without a lab in a third; the second worker takes
-    those one after the other. Read from the test's id: the controller knows nothing else."""
+    same name. The tests that start labs of their own (the bare lab's, molecule's groups, the
+    lifecycle labs) run in a group of their own, the tests without a lab in a third; the
+    second worker takes those one after the other. Read from the test's id: the controller
+    knows nothing else."""
     path = nodeid.split("::", 1)[0]
     if not path.startswith("tests/lab/"):
         return "no-lab"
-    return "own-labs" if path.rsplit("/", 1)[-1] in OWN_LAB_FILES else "test-lab"
+    if path.startswith(BARE_LAB_DIR) or path.rsplit("/", 1)[-1] in OWN_LAB_FILES:
+        return "own-labs"
+    return "test-lab"
+
+
+# Which group a free worker takes first: the test lab's chain (about 43 min) starts at once
+# on one worker, the other takes the labs of their own (about 38) and then the tests
+# without a lab (about 8). xdist would order them by their number of tests instead.
+GROUP_ORDER = ("test-lab", "own-labs", "no-lab")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Under `--dist loadscope`, the scopes are the worker groups (see worker_group)."""
+    """Under `--dist loadscope`, the scopes are the worker groups (see worker_group), handed
+    out in GROUP_ORDER."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with xdist
@@ -53,6 +65,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     class ByLab(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return worker_group(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            for group in reversed(GROUP_ORDER):
+                if group in self.workqueue:
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return ByLab(config, log)
 
@@ -63,7 +81,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     strays = [
         item.nodeid
         for item in items
-        if "lab" in getattr(item, "fixturenames", ()) and worker_group(item.nodeid) != "test-lab"
+        if "lab" in getattr(item, "fixturenames", ())
+        and worker_group(item.nodeid) != "test-lab"
+        and not item.nodeid.startswith(BARE_LAB_DIR)
     ]
     if strays:
         raise pytest.UsageError(

@@ -21,9 +21,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.lab)
-    # Tests of the bare lab (links, counters, the fabric roles, which pull cables and reset
-    # MTUs) run before the tests of the served lab (`site`), whatever their file names; the
-    # upgrade tests, which leave vLLM in containers, after all of them; `llmfleet down`
+    # The tests of the bare lab (links, counters, the fabric roles, which pull cables and
+    # reset MTUs, the validation play) have a lab of their own (tests/lab/bare). Here a test
+    # without `site` would run before the tests of the served lab, whatever its file name;
+    # the upgrade tests, which leave vLLM in containers, after all of them; `llmfleet down`
     # (which serves again with `llmfleet up` at its end) between the two.
     items.sort(
         key=lambda item: (

@@ -6,7 +6,7 @@ import json
 import re
 import time
 
-from .conftest import Lab
+from ..conftest import Lab
 
 RDMA_SYSFS = "/run/llmfleet-lab/sysfs/class/infiniband"
 HALVES = ("enp1s0f1np1", "enP2p1s0f1np1")

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .conftest import Lab, snapshot
+from ..conftest import Lab, snapshot
 
 BOTH = ("spark-1", "spark-2")
 

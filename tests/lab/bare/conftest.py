@@ -1,0 +1,24 @@
+"""The bare lab: two nodes of their own that are never served, for the tests of the lab
+itself (links, counters, emulators, nested engines), the fabric roles and the validation
+play. A lab of its own name lets them run in the second worker while the first serves the
+session's test lab (tests/conftest.py, worker_group); every test here that asks for `lab`
+gets this one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ..conftest import TEST_LAB, Lab, llmfleet
+
+BARE_LAB = f"{TEST_LAB}-bare"
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    # What an interrupted earlier session left must not decide this one.
+    llmfleet("lab", "down", "--name", BARE_LAB)
+    llmfleet("lab", "up", "--name", BARE_LAB)
+    yield Lab(BARE_LAB)
+    llmfleet("lab", "down", "--name", BARE_LAB)
