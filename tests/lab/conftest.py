@@ -137,13 +137,18 @@ def changed_counts(output: str) -> dict[str, int]:
     }
 
 
+def session_lab(name: str) -> Iterator[Lab]:
+    """A lab up for the test session, down at its end."""
+    # What an interrupted earlier session left (a half-removed lab) must not decide this one.
+    llmfleet("lab", "down", "--name", name)
+    llmfleet("lab", "up", "--name", name)
+    yield Lab(name)
+    llmfleet("lab", "down", "--name", name)
+
+
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
-    # What an interrupted earlier session left (a half-removed lab) must not decide this one.
-    llmfleet("lab", "down", "--name", TEST_LAB)
-    llmfleet("lab", "up", "--name", TEST_LAB)
-    yield Lab(TEST_LAB)
-    llmfleet("lab", "down", "--name", TEST_LAB)
+    yield from session_lab(TEST_LAB)
 
 
 def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:

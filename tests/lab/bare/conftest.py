@@ -10,15 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..conftest import TEST_LAB, Lab, llmfleet
+from ..conftest import TEST_LAB, Lab, session_lab
 
 BARE_LAB = f"{TEST_LAB}-bare"
 
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
-    # What an interrupted earlier session left must not decide this one.
-    llmfleet("lab", "down", "--name", BARE_LAB)
-    llmfleet("lab", "up", "--name", BARE_LAB)
-    yield Lab(BARE_LAB)
-    llmfleet("lab", "down", "--name", BARE_LAB)
+    yield from session_lab(BARE_LAB)
