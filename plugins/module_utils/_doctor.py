@@ -42,8 +42,7 @@ def check_ray_client(docs):
         clients = [
             process
             for process in host_processes(doc, "vllm")
-            if "ray://" in process["cmdline"]
-            or str((process.get("environ") or {}).get("RAY_ADDRESS", "")).startswith("ray://")
+            if "ray://" in process["cmdline"] or environment_ray_address(process)
         ]
         evidence = (
             "; ".join(describe_ray_client(process) for process in clients)
@@ -53,11 +52,17 @@ def check_ray_client(docs):
     return findings
 
 
+def environment_ray_address(process):
+    """The ray:// address a process has in its RAY_ADDRESS, or an empty string."""
+    address = str((process.get("environ") or {}).get("RAY_ADDRESS", ""))
+    return address if address.startswith("ray://") else ""
+
+
 def describe_ray_client(process):
     """A vLLM process that connects to Ray as a client: its pid, its command line and, when
     the address came from its environment, that variable."""
-    address = str((process.get("environ") or {}).get("RAY_ADDRESS", ""))
-    told = f" with RAY_ADDRESS={address}" if address.startswith("ray://") else ""
+    address = environment_ray_address(process)
+    told = f" with RAY_ADDRESS={address}" if address else ""
     return "pid {} {}{}".format(process["pid"], process["cmdline"], told)
 
 

@@ -5,10 +5,6 @@ host's evidence every check needs (pure)."""
 
 from __future__ import annotations
 
-SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
-# What one probe request of 32 tokens moves between two ranks at least, far above the
-# background (the lab's tiny model: about 1.2 MB; health checks and heartbeats: a few KB).
-DEFAULT_MIN_PROBE_BYTES = 256 * 1024
 GIB = 1 << 30
 
 

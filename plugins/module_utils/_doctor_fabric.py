@@ -9,12 +9,15 @@ from __future__ import annotations
 import ipaddress
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor_evidence import (
-    DEFAULT_MIN_PROBE_BYTES,
-    SOCKET_VARIABLES,
     finding,
     host_processes,
     is_multi_node,
 )
+
+SOCKET_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+# What one probe request of 32 tokens moves between two ranks at least, far above the
+# background (the lab's tiny model: about 1.2 MB; health checks and heartbeats: a few KB).
+DEFAULT_MIN_PROBE_BYTES = 256 * 1024
 
 
 def check_socket_interface(docs):
