@@ -172,6 +172,11 @@ def doctor(lab: Lab, *args: str, skew: str | None = None) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+def by_place(report: dict, field: str) -> dict[tuple[str, str], str]:
+    """One field of every finding, by (check, host)."""
+    return {(finding["check"], finding["host"]): finding[field] for finding in report["findings"]}
+
+
 def problems(report: dict) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for finding in report["findings"]:
@@ -206,17 +211,17 @@ def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
     checks = {f["check"] for f in report["findings"] if f["status"] == "ok"}
     # All but ray_client: the lab runs the mp executor, no ray:// client to look for.
     assert checks == {check for check in ALL_CHECKS if check != "ray_client"}
-    traffic = {f["host"]: f["evidence"] for f in report["findings"] if f["check"] == "rdma_traffic"}
-    assert set(traffic) == {"spark-1", "spark-2"}
+    traffic = {host for check, host in by_place(report, "evidence") if check == "rdma_traffic"}
+    assert traffic == {"spark-1", "spark-2"}
 
     # Judged as a Ray executor's launch (the lab's CPU vLLM refuses Ray, so it runs mp):
     # no ray:// client. With this machine's clock 30 s ahead: every node is behind.
     _, skewed = doctor(lab, "-e", "llmfleet_vllm_executor=ray", skew="+30s")
-    verdicts = {(f["check"], f["host"]): f["status"] for f in skewed["findings"]}
+    verdicts = by_place(skewed, "status")
     for node in ("spark-1", "spark-2"):
         assert verdicts[("ray_client", node)] == "ok", skewed["findings"]
         assert verdicts[("clock", node)] == "problem", skewed["findings"]
-    evidence = {(f["check"], f["host"]): f["evidence"] for f in skewed["findings"]}
+    evidence = by_place(skewed, "evidence")
     assert float(evidence[("clock", "spark-2")].split()[0]) < -25, evidence[("clock", "spark-2")]
 
 
@@ -273,7 +278,7 @@ def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_swap_and_a_mixed_v
         "page_cache": {"spark-1", "spark-2"},
         "ray_settings": {"spark-1", "spark-2"},
     }, report["findings"]
-    evidence = {(f["check"], f["host"]): f["evidence"] for f in report["findings"]}
+    evidence = by_place(report, "evidence")
     assert "enP2p1s0f1np1 down (rail down)" in evidence[("link_rate", "spark-1")]
     assert "enP2p1s0f1np1 MTU 1500 here, 9000 on spark-1" in evidence[("peer_links", "spark-2")]
     assert "NCCL_IB_GID_INDEX=7" in evidence[("gid_index", "spark-1")]
@@ -321,21 +326,26 @@ def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> N
         lab.sh("spark-1", f"rm -f {RAY_CLIENT_DROPIN} && systemctl daemon-reload")
         restart_ranks(lab)
     assert code == 2
-    ranks = {f["host"]: f for f in stopped["findings"] if f["check"] == "ranks"}
-    assert "no `vllm serve` process" in ranks["spark-2"]["evidence"]
-    assert "does not answer /health" in ranks["spark-1"]["evidence"]
+    evidence = by_place(stopped, "evidence")
+    assert "no `vllm serve` process" in evidence[("ranks", "spark-2")]
+    assert "does not answer /health" in evidence[("ranks", "spark-1")]
 
     assert code_wrong == 2
     found = problems(wrong)
     assert found["socket_interface"] == {"spark-1", "spark-2"}, wrong["findings"]
     assert found["rdma_traffic"] == {"spark-1", "spark-2"}, wrong["findings"]
-    evidence = {(f["check"], f["host"]): f["evidence"] for f in wrong["findings"]}
+    evidence = by_place(wrong, "evidence")
     assert "GLOO_SOCKET_IFNAME=eth0" in evidence[("socket_interface", "spark-2")]
     assert "background traffic only" in evidence[("rdma_traffic", "spark-1")]
 
-    clients = {f["host"]: f for f in as_ray["findings"] if f["check"] == "ray_client"}
-    assert (clients["spark-1"]["status"], clients["spark-2"]["status"]) == ("problem", "ok")
-    assert f"with RAY_ADDRESS={RAY_CLIENT}" in clients["spark-1"]["evidence"]
+    verdicts = by_place(as_ray, "status")
+    assert (verdicts[("ray_client", "spark-1")], verdicts[("ray_client", "spark-2")]) == (
+        "problem",
+        "ok",
+    )
+    assert (
+        f"with RAY_ADDRESS={RAY_CLIENT}" in by_place(as_ray, "evidence")[("ray_client", "spark-1")]
+    )
 
 
 RAY_CLIENT = "ray://192.168.100.11:10001"
