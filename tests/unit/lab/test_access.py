@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import stat
 from pathlib import Path
 from types import ModuleType
@@ -11,15 +10,13 @@ import pytest
 
 from llmfleet.lab import access
 
+from .file_modules import load_file
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def lab_inventory() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lab_nodes", ROOT / "inventory/lab/nodes.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("lab_nodes", ROOT / "inventory/lab/nodes.py")
 
 
 @pytest.fixture

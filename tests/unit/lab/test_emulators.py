@@ -9,7 +9,6 @@ LLMFLEET_LAB_* overrides, exactly as the node's python3 runs them.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -24,6 +23,8 @@ from typing import Any
 import pytest
 from ansible_collections.llmfleet.cluster.plugins.module_utils import _meminfo, _nvidia_query
 
+from .file_modules import load_file
+
 EMU = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators"
 
 MACS = {
@@ -35,16 +36,7 @@ MACS = {
 
 
 def load_hw_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmfleet_lab_hw", EMU / "llmfleet_lab_hw.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("llmfleet_lab_hw", module)
-    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # keep assets clean
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = saved
-    return module
+    return load_file("llmfleet_lab_hw", EMU / "llmfleet_lab_hw.py")
 
 
 def free_port() -> int:

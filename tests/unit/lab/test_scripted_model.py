@@ -5,16 +5,15 @@ read back by the parsing rules of the tool-call parser each wire format is for."
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import jinja2
 import pytest
+
+from .file_modules import load_file
 
 IMAGE = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image"
 TOOLS = [
@@ -27,18 +26,7 @@ SYSTEM = (
 )
 
 
-def load_script() -> ModuleType:
-    path = IMAGE / "scripted/llmfleet_lab_script.py"
-    spec = importlib.util.spec_from_file_location("llmfleet_lab_script", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered first: its dataclasses look their module up while it loads.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = load_script()
+SCRIPT = load_file("llmfleet_lab_script", IMAGE / "scripted/llmfleet_lab_script.py")
 
 
 def chat_template() -> str:
