@@ -89,7 +89,7 @@ def _check_profile(profile):
     for key in ("generation_config", "args", "env", "model_config"):
         if not isinstance(profile.get(key) or {}, dict):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
-    _check_values(profile)
+    check_values(profile)
 
 
 def _positive_integer(value):
@@ -103,7 +103,7 @@ def _positive_integer(value):
     return None
 
 
-def _check_values(profile):
+def check_values(profile):
     """Refuse the values vLLM would refuse at start (a crash loop under systemd)."""
     utilization = profile.get("gpu_memory_utilization")
     if not _empty(utilization):
@@ -131,6 +131,7 @@ def _check_values(profile):
         if name in ARGS_REFUSED:
             raise AnsibleFilterError(
                 f"vLLM profile args sets {key!r}, which the role owns: {ARGS_REFUSED[name]}"
+                " (the args of the profile, of its overrides and of vllm_server_args)"
             )
     for key in profile.get("env") or {}:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):

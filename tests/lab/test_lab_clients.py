@@ -1,7 +1,10 @@
 """The real Claude Code CLI (npm) on this machine, through the wrapper `llmfleet up`
-installed, against the lab's vLLM: requests arrive at /v1/messages under the served name,
-the next turn hits the prefix cache, what changes without CLAUDE_CODE_ATTRIBUTION_HEADER=0,
-and the same CLI through claude-code-router on spark-1."""
+installed, against the lab's vLLM, whose model answers by script (inventory/lab): Claude
+Code's agent loop (tool calls parsed by each tool-call parser a shipped profile names, the
+tools run in a sample repository, their results sent back, the final answer quoting them)
+through the wrapper's /v1/messages and through claude-code-router on spark-1; the loop's
+requests and the next turn hit the prefix cache; what changes without
+CLAUDE_CODE_ATTRIBUTION_HEADER=0."""
 
 from __future__ import annotations
 
@@ -13,19 +16,28 @@ import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from .conftest import Lab
+from .conftest import Lab, run_up
 
 WRAPPER = Path.home() / ".local" / "bin" / "claude-local"
 MODEL = "llmfleet-tiny"  # inventory/lab/group_vars/all/clients.yml
 ROUTER_KEY = "llmfleet-lab-router-key"
 # A next request shares Claude Code's system prompt and tool list (most of its prompt).
 PREFIX_HIT_FLOOR = 0.5
+# Within one agent loop, each request re-sends the last one and adds a little.
+LOOP_PREFIX_HIT_FLOOR = 0.9
+# The tool-call parsers of the shipped profiles (tests/unit/lab/test_scripted_model.py
+# checks the lab's script writes each); the lab serves hermes unless told otherwise.
+PARSERS = ("hermes", "minimax_m2")
+LAB_PARSER = "hermes"
+# A tool call that reached Claude Code as text instead of a tool_use block.
+CALL_MARKUP = ("<tool_call>", "minimax:tool_call", "<invoke")
+NOTES = "The code word is teal.\nfib.py is the slow version on purpose.\n"
 BILLING = "x-anthropic-billing-header"
 FIB = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
 METRIC_LINE = re.compile(r"^(vllm:[a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$", re.M)
@@ -41,6 +53,16 @@ class Turn:
         results = [e for e in self.events if e.get("type") == "result"]
         assert results, f"no result event: {self.events[-3:]} {self.stderr[-2000:]}"
         return results[-1]
+
+    def blocks(self, role: str, kind: str) -> list[dict]:
+        """The content blocks of one kind in the messages of `role` (assistant, user)."""
+        return [
+            block
+            for event in self.events
+            if event.get("type") == role
+            for block in event.get("message", {}).get("content", [])
+            if isinstance(block, dict) and block.get("type") == kind
+        ]
 
 
 def metrics(lab: Lab) -> dict[str, float]:
@@ -105,11 +127,50 @@ def workdir(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
     (tmp_path / "home").mkdir()
-    (repo / "fib.py").write_text(
-        "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
-    )
+    (repo / "fib.py").write_text(FIB)
+    (repo / "NOTES.md").write_text(NOTES)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    return repo
+    return repo.resolve()
+
+
+@pytest.fixture(scope="module", params=PARSERS)
+def parser(request: pytest.FixtureRequest, lab: Lab, site) -> Iterator[str]:
+    """The lab's vLLM serving with each parser in turn: another one is a changed serve.yaml
+    (the ranks restart), and the lab's own again at the end."""
+    tags = ("--tags", "preflight,vllm_server")
+    if request.param != LAB_PARSER:
+        served = {"vllm_server_profile_overrides": {"tool_call_parser": request.param}}
+        proc = run_up(lab, *tags, "-e", json.dumps(served))
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert f"tool-call-parser: {request.param}" in lab.out(
+            "spark-1", "cat /etc/llmfleet/vllm/serve.yaml"
+        )
+    yield request.param
+    if request.param != LAB_PARSER:
+        proc = run_up(lab, *tags)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def assert_agent_loop(turn: Turn, files: dict[Path, str], workdir: Path, *, absolute: bool) -> None:
+    """Claude Code called Read on each file at once (tool_use blocks, never text), ran the
+    calls, sent their results back, and ended with the model's answer quoting each. The
+    scripted model names a file by its absolute path when Claude Code's environment message
+    (its working directory) reached it, else relative to the working directory."""
+    calls = turn.blocks("assistant", "tool_use")
+    assert [call["name"] for call in calls] == ["Read"] * len(files), turn.events
+    paths = [Path(call["input"]["file_path"]) for call in calls]
+    assert [path.is_absolute() for path in paths] == [absolute] * len(files), paths
+    assert [(workdir / path).resolve() for path in paths] == list(files), turn.events
+    results = {block["tool_use_id"]: block for block in turn.blocks("user", "tool_result")}
+    for call, first_line in zip(calls, files.values(), strict=True):
+        result = results.get(call["id"])
+        assert result is not None and not result.get("is_error"), (call, results)
+        assert first_line in json.dumps(result["content"]), result
+    texts = [block["text"] for block in turn.blocks("assistant", "text")]
+    assert not [text for text in texts if any(markup in text for markup in CALL_MARKUP)], texts
+    assert turn.result["subtype"] == "success" and turn.result["is_error"] is False, turn.result
+    quoted = " and ".join(f'"{line}"' for line in files.values())
+    assert f"They begin with {quoted}." in turn.result["result"], turn.result
 
 
 def test_the_wrapper_is_installed_for_its_owner_only(site) -> None:
@@ -121,15 +182,19 @@ def test_the_wrapper_is_installed_for_its_owner_only(site) -> None:
     assert f"export ANTHROPIC_DEFAULT_OPUS_MODEL={MODEL}" in text
 
 
-def test_claude_code_completes_against_vllm_messages(lab: Lab, site, workdir: Path) -> None:
+def test_claude_code_runs_its_tool_loop_through_vllm_messages(
+    lab: Lab, parser: str, workdir: Path
+) -> None:
+    """A Read of the file the prompt names, parsed by vLLM's `parser` into a tool_use block,
+    run by Claude Code, its result back at /v1/messages, the answer quoting it."""
     journal_since = lab.out("spark-1", "date '+%Y-%m-%d %H:%M:%S'").strip()
     before = metrics(lab)
     turn = claude(WRAPPER, workdir, "What does fib.py do? Answer in one sentence.")
     after = metrics(lab)
     init = next(e for e in turn.events if e.get("type") == "system" and e.get("subtype") == "init")
     assert init["model"] == MODEL
-    assert turn.result["subtype"] == "success" and turn.result["is_error"] is False, turn.result
-    assert delta(after, before, "vllm:request_success_total") >= 1
+    assert_agent_loop(turn, {workdir / "fib.py": "def fib(n):"}, workdir, absolute=True)
+    assert delta(after, before, "vllm:request_success_total") >= 2
     log = lab.out(
         "spark-1", f"journalctl -u llmfleet-vllm --since '{journal_since}' --no-pager -o cat"
     )
@@ -140,14 +205,20 @@ class RecordingProxy:
     """Forwards Claude Code's requests to the lab's vLLM and keeps their bodies, so a test
     sees what the client really sent (the billing header or not)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, watch: Callable[[], dict[str, float]] | None = None) -> None:
         self.bodies: list[dict] = []
+        # With `watch` (vLLM's counters): their values before each request was forwarded.
+        self.before: list[dict[str, float]] = []
+        # Where each Claude Code turn's requests end in `bodies` (the caller marks them).
+        self.marks: list[int] = []
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 if self.path.startswith("/v1/messages") and "count_tokens" not in self.path:
+                    if watch is not None:
+                        proxy.before.append(watch())
                     proxy.bodies.append(json.loads(body))
                 headers = {
                     k: v
@@ -191,6 +262,31 @@ def proxy(lab: Lab) -> Iterator[RecordingProxy]:
     recorder.server.shutdown()
 
 
+def test_the_agent_loop_hits_the_prefix_cache(
+    lab: Lab, site, workdir: Path, tmp_path: Path
+) -> None:
+    """Each request of one agent loop after the first that carries the tool list (the tool
+    results going back, and whatever Claude Code sends beside them) starts with what the
+    one before sent: vLLM serves at least LOOP_PREFIX_HIT_FLOOR of their prompt tokens from
+    its prefix cache."""
+    recorder = RecordingProxy(f"http://{lab.management_ip('spark-1')}:8000", lambda: metrics(lab))
+    try:
+        command = variant(tmp_path, "claude-loop", {"ANTHROPIC_BASE_URL": recorder.url})
+        turn = claude(command, workdir, "Compare fib.py and NOTES.md, briefly.")
+        end = metrics(lab)
+    finally:
+        recorder.server.shutdown()
+    assert turn.result["subtype"] == "success", turn.result
+    with_tools = [i for i, body in enumerate(recorder.bodies) if body.get("tools")]
+    assert len(with_tools) >= 2, [sorted(body) for body in recorder.bodies]
+    ratio = hit_ratio(end, recorder.before[with_tools[1]])
+    print(
+        f"prefix-cache hit ratio of the agent loop after its first request:"
+        f" {ratio:.3f} over {len(recorder.bodies) - with_tools[1]} request(s)"
+    )
+    assert ratio >= LOOP_PREFIX_HIT_FLOOR, ratio
+
+
 def conversation(lab: Lab, command: Path, root: Path, proxy: RecordingProxy) -> dict[str, float]:
     """Turn 1, its next turn (--continue), then a new conversation in the same repository;
     the prefix-cache hit ratio of the second and third requests."""
@@ -199,8 +295,10 @@ def conversation(lab: Lab, command: Path, root: Path, proxy: RecordingProxy) -> 
     (root / "home").mkdir()
     (repo / "fib.py").write_text(FIB)
     claude(command, repo, "Read fib.py and say what it computes.")
+    proxy.marks.append(len(proxy.bodies))
     before = metrics(lab)
     claude(command, repo, "Now suggest a faster version, briefly.", "--continue")
+    proxy.marks.append(len(proxy.bodies))
     middle = metrics(lab)
     claude(command, repo, "Which line of fib.py recurses?")
     return {
@@ -238,16 +336,20 @@ def test_without_the_setting_the_header_changes_and_vllm_strips_it(
     print(f"prefix-cache hit ratio with the billing header sent: {json.dumps(ratios)}")
     headers = proxy.billing_headers()
     assert all(headers), headers
-    first_turn, next_turn, next_conversation = headers[0], headers[-2], headers[-1]
-    assert first_turn == next_turn and next_conversation != first_turn, headers
+    first, second = proxy.marks
+    turns = [headers[:first], headers[first:second], headers[second:]]
+    print(f"billing headers per turn: {json.dumps(turns, indent=1)}")
+    first_turn, next_turn, next_conversation = (set(turn) for turn in turns)
+    assert first_turn & next_turn and not next_conversation & (first_turn | next_turn), turns
     assert min(ratios.values()) >= PREFIX_HIT_FLOOR, ratios
 
 
-def test_claude_code_through_claude_code_router(
-    lab: Lab, site, workdir: Path, tmp_path: Path
+def test_claude_code_runs_its_tool_loop_through_claude_code_router(
+    lab: Lab, parser: str, workdir: Path, tmp_path: Path
 ) -> None:
     """Claude Code -> claude-code-router on spark-1 (Anthropic API, its own key) -> the
-    lab vLLM's OpenAI endpoint."""
+    lab vLLM's OpenAI endpoint, whose `parser` makes tool_calls of two parallel Reads that
+    the router turns into two tool_use blocks of one message."""
     address = lab.management_ip("spark-1")
     assert lab.out("spark-1", "systemctl is-active llmfleet-claude-code-router").strip() == "active"
     journal_since = lab.out("spark-1", "date '+%Y-%m-%d %H:%M:%S'").strip()
@@ -256,8 +358,15 @@ def test_claude_code_through_claude_code_router(
         "claude-router",
         {"ANTHROPIC_BASE_URL": f"http://{address}:3456", "ANTHROPIC_AUTH_TOKEN": ROUTER_KEY},
     )
-    turn = claude(command, workdir, "What does fib.py do? One sentence.")
-    assert turn.result["subtype"] == "success" and turn.result["is_error"] is False, turn.result
+    turn = claude(command, workdir, "Compare fib.py and NOTES.md, briefly.")
+    # The router does not pass Claude Code's environment message on (the model reads the
+    # files by their relative names).
+    assert_agent_loop(
+        turn,
+        {workdir / "fib.py": "def fib(n):", workdir / "NOTES.md": "The code word is teal."},
+        workdir,
+        absolute=False,
+    )
     # The router, not Claude Code, called vLLM: OpenAI chat completions from spark-1.
     log = lab.out(
         "spark-1", f"journalctl -u llmfleet-vllm --since '{journal_since}' --no-pager -o cat"

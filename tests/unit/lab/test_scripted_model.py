@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 import pytest
+import yaml
 
 from .file_modules import load_file
 
@@ -90,6 +91,24 @@ def test_a_named_file_is_read_by_its_absolute_path(parser: str) -> None:
     ]
 
 
+def test_the_working_directory_of_claude_code_2_is_found() -> None:
+    """Claude Code 2.x sends its environment as a system message after the user's."""
+    environment = (
+        "# Environment\nYou have been invoked in the following environment: \n"
+        " - Primary working directory: /tmp/capture/repo\n - Is a git repository: true\n"
+    )
+    prompt = render(
+        [
+            {"role": "system", "content": "You are a Claude agent."},
+            user("What does fib.py do?"),
+            {"role": "system", "content": [{"type": "text", "text": environment}]},
+        ]
+    )
+    assert READERS["hermes"](SCRIPT.scripted_text(prompt, "hermes")) == [
+        {"name": "Read", "arguments": {"file_path": "/tmp/capture/repo/fib.py"}}
+    ]
+
+
 @pytest.mark.parametrize("parser", sorted(SCRIPT.WIRE_FORMATS))
 def test_two_named_files_are_read_in_parallel_and_no_file_lists_the_folder(parser: str) -> None:
     both = render(
@@ -147,3 +166,17 @@ def test_no_script_without_tools_or_when_the_assistant_is_not_asked() -> None:
         messages=[user("Read NOTES.md")], tools=TOOLS, add_generation_prompt=False
     )
     assert SCRIPT.scripted_text(finished, "hermes") is None
+
+
+def test_every_tool_call_parser_a_shipped_profile_names_has_a_wire_format() -> None:
+    """The lab serves each of them (tests/lab/test_lab_clients.py): a profile with a parser
+    the script cannot write would go untested."""
+    roles = IMAGE.parents[3].parent / "roles"
+    profiles = yaml.safe_load((roles / "vllm_server/defaults/main.yml").read_text())
+    named = {p["tool_call_parser"] for p in profiles["vllm_server_profiles"].values()}
+    named.add(
+        yaml.safe_load((roles / "mlx_server/defaults/main.yml").read_text())[
+            "mlx_server_tool_call_parser"
+        ]
+    )
+    assert named <= set(SCRIPT.WIRE_FORMATS), named - set(SCRIPT.WIRE_FORMATS)

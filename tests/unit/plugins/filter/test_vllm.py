@@ -117,6 +117,15 @@ def test_tool_parser_always_comes_with_auto_tool_choice() -> None:
     assert "enable-auto-tool-choice" not in vllm_serve_config({"model": "m"}, {"host": "::"})
 
 
+def test_an_option_that_takes_several_values_is_a_yaml_list() -> None:
+    """vllm serve --config turns a list into the option followed by each value (how the lab
+    loads its scripted model's logits processor)."""
+    processors = ["llmfleet_lab_scripted_processor:ScriptedReplies"]
+    config = vllm_serve_config({**TINY, "args": {"logits_processors": processors}}, {"host": "::"})
+    assert config["logits-processors"] == processors
+    assert yaml.safe_load(yaml.safe_dump(config))["logits-processors"] == processors
+
+
 def test_every_shipped_profile_renders_and_round_trips_through_yaml() -> None:
     assert set(PROFILES) >= {
         "minimax_m27_two_sparks",

@@ -46,7 +46,9 @@ SPECIAL_TOKENS = [
     "</think>",
 ]
 
-# ChatML with Hermes-style tool calls, the format vLLM's `hermes` tool parser reads.
+# ChatML with Hermes-style tool calls, the format vLLM's `hermes` tool parser reads. A system
+# message after the first (Claude Code 2.x sends its environment, the working directory
+# among it, so) is rendered where it stands, as Qwen2.5's template does.
 CHAT_TEMPLATE = r"""{%- macro text(content) -%}
 {%- if content is string -%}{{ content }}
 {%- elif content is iterable -%}{%- for part in content -%}{%- if part.type == 'text' -%}{{ part.text }}{%- endif -%}{%- endfor -%}
@@ -74,7 +76,7 @@ For each function call, return a json object with function name and arguments wi
 {{ text(messages[0].content) }}<|im_end|>
 {% endif -%}
 {%- for message in messages -%}
-{%- if message.role == 'system' -%}
+{%- if message.role == 'system' and loop.first -%}
 {%- elif message.role == 'tool' -%}
 <|im_start|>user
 <tool_response>

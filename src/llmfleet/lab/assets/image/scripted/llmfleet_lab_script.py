@@ -30,7 +30,11 @@ TURN_END = "<|im_end|>"
 TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
 # What Claude Code adds to a user turn besides what the user typed.
 SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
-WORKING_DIRECTORY = re.compile(r"^\s*Working directory: (\S+)", re.MULTILINE)
+# Claude Code's environment section: "Working directory: /repo" in older releases,
+# " - Primary working directory: /repo" in 2.x.
+WORKING_DIRECTORY = re.compile(
+    r"^\s*(?:- )?(?:Primary working|Working) directory: (\S+)", re.MULTILINE
+)
 # A file name: a word with an extension of two or more characters ("NOTES.md", "src/app.py";
 # not "e.g.").
 FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.[A-Za-z0-9]{2,8})(?![\w/-])")

@@ -1,9 +1,12 @@
 """vLLM's side of the lab model's script: a custom logits processor that forces, token by
 token, the reply llmfleet_lab_script writes for the conversation of each request.
 
-Loaded by a lab profile with ``--logits-processors
-llmfleet_lab_scripted_processor:ScriptedReplies`` (the folder on vLLM's PYTHONPATH) and
-``LLMFLEET_LAB_SCRIPT_FORMAT`` set to the profile's tool-call parser. It runs in every
+Loaded with ``--logits-processors llmfleet_lab_scripted_processor:ScriptedReplies`` (the
+folder on vLLM's PYTHONPATH). The replies are written in the wire format of the tool-call
+parser the server runs: ``LLMFLEET_LAB_SCRIPT_FORMAT`` when set, else the
+``tool-call-parser`` of the ``vllm serve --config`` file ``LLMFLEET_LAB_SERVE_CONFIG`` names
+(the lab inventory's way: a profile that changes its parser changes the script's format
+with it); no parser, no script. It runs in every
 worker of a tensor parallel group: the forced tokens depend on the prompt only, so every
 rank samples the same. vLLM 0.32's CPU platform has no Triton and runs the V1 model runner,
 whose interface this is (``vllm.v1.sample.logits_processor``).
@@ -16,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from llmfleet_lab_script import scripted_text
+import yaml
+from llmfleet_lab_script import WIRE_FORMATS, scripted_text
 from tokenizers import Tokenizer
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
@@ -24,14 +28,26 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
 FORMAT_VARIABLE = "LLMFLEET_LAB_SCRIPT_FORMAT"
+SERVE_CONFIG_VARIABLE = "LLMFLEET_LAB_SERVE_CONFIG"
 END_OF_TURN = "<|im_end|>"
+
+
+def wire_format() -> str | None:
+    """The parser whose format the replies take (see the module's docstring)."""
+    parser = os.environ.get(FORMAT_VARIABLE)
+    if parser is None and os.environ.get(SERVE_CONFIG_VARIABLE):
+        config = yaml.safe_load(Path(os.environ[SERVE_CONFIG_VARIABLE]).read_text()) or {}
+        parser = config.get("tool-call-parser")
+    if parser is not None and parser not in WIRE_FORMATS:
+        raise ValueError(f"the lab's script has no wire format for the parser {parser!r}")
+    return parser
 
 
 class ScriptedReplies(LogitsProcessor):
     def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool):
         folder = Path(vllm_config.model_config.tokenizer)
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.wire_format = os.environ.get(FORMAT_VARIABLE, "hermes")
+        self.wire_format = wire_format()
         self.end_of_turn = self.tokenizer.token_to_id(END_OF_TURN)
         # Batch index -> (the tokens to force, the request's live list of output tokens).
         self.forced: dict[int, tuple[list[int], list[int]]] = {}
@@ -60,7 +76,7 @@ class ScriptedReplies(LogitsProcessor):
                 self.forced[second] = moving
 
     def script(self, prompt_ids: list[int] | None) -> str | None:
-        if not prompt_ids:
+        if not prompt_ids or self.wire_format is None:
             return None
         prompt = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
         return scripted_text(prompt, self.wire_format)
