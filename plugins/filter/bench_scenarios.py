@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+    KIND as SESSION,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+    SESSION_INT_KEYS,
+    largest_prompt_tokens,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (
+    SCENARIO_OPTIONS,
+)
+
+# What llm_benchmark fills in for a key a scenario leaves out.
+DEFAULTS = {key: spec["default"] for key, spec in SCENARIO_OPTIONS.items() if "default" in spec}
 
 
 def _tokens(scenario, key):
@@ -15,14 +28,23 @@ def _tokens(scenario, key):
         ) from None
 
 
+def _prompt_tokens(scenario):
+    """The longest prompt of a scenario: ``prompt_tokens``, or a session's last turn."""
+    scenario = {**DEFAULTS, **scenario}
+    if scenario.get("kind") != SESSION:
+        return _tokens(scenario, "prompt_tokens")
+    sizes = {key: _tokens(scenario, key) for key in ("prompt_tokens", *SESSION_INT_KEYS)}
+    return largest_prompt_tokens(sizes)
+
+
 def bench_scenarios_fit(scenarios, max_model_len):
-    """Split the scenarios by the served context: ``fit`` (those whose ``prompt_tokens +
-    max_tokens`` is at most ``max_model_len``, in their order) and ``left_out`` (the names
+    """Split the scenarios by the served context: ``fit`` (those whose longest prompt plus
+    ``max_tokens`` is at most ``max_model_len``, in their order) and ``left_out`` (the names
     of the others, in their order)."""
     limit = int(max_model_len)
     fit, left_out = [], []
     for scenario in scenarios or []:
-        if _tokens(scenario, "prompt_tokens") + _tokens(scenario, "max_tokens") <= limit:
+        if _prompt_tokens(scenario) + _tokens({**DEFAULTS, **scenario}, "max_tokens") <= limit:
             fit.append(scenario)
         else:
             left_out.append(scenario["name"])

@@ -93,7 +93,8 @@ def measured(scenarios):
 def compare(previous_benchmark, current_benchmark, previous_name=None):
     """``{"previous": previous_name, "scenarios": {name: {metric: {previous, current,
     change_pct, verdict}}}}`` over the non-warm-up scenarios present in both runs (in the
-    current run's order). No previous benchmark: no scenarios."""
+    current run's order), and ``by_turn`` ({name: ``compare_turns``}) when session scenarios
+    were in both. No previous benchmark: no scenarios."""
     result = {"previous": previous_name, "scenarios": {}}
     if not isinstance(previous_benchmark, dict):
         return result
@@ -114,7 +115,50 @@ def compare(previous_benchmark, current_benchmark, previous_name=None):
                 "verdict": verdict(old, new, better),
             }
         result["scenarios"][name] = metrics
+        turns = compare_turns(before[name], scenario)
+        if turns:
+            result.setdefault("by_turn", {})[name] = turns
     return result
+
+
+# (key, stats key, stat, better direction): what a session scenario compares per turn.
+TURN_METRICS = (
+    ("ttft_p99", "ttft_s", "p99", LOWER),
+    ("prefix_cache_hit_ratio", "prefix_cache_hit_ratio", None, HIGHER),
+)
+
+
+def turn_value(turn, key):
+    """One of TURN_METRICS of a session scenario's turn entry; None if absent."""
+    field, stat = {k: (f, s) for k, f, s, _better in TURN_METRICS}[key]
+    value = turn.get(field) if isinstance(turn, dict) else None
+    if stat is not None:
+        value = value.get(stat) if isinstance(value, dict) else None
+    return finite_number(value)
+
+
+def compare_turns(previous_scenario, scenario):
+    """Per turn index of two runs of one session scenario: ``[{"turn": n, metric:
+    {previous, current, change_pct, verdict}}]`` over TURN_METRICS (empty when either run
+    has no turns)."""
+    before = {
+        t.get("turn"): t for t in previous_scenario.get("by_turn") or [] if isinstance(t, dict)
+    }
+    compared = []
+    for turn in scenario.get("by_turn") or []:
+        if not isinstance(turn, dict) or turn.get("turn") not in before:
+            continue
+        entry = {"turn": turn["turn"]}
+        for key, _field, _stat, better in TURN_METRICS:
+            old, new = turn_value(before[turn["turn"]], key), turn_value(turn, key)
+            entry[key] = {
+                "previous": old,
+                "current": new,
+                "change_pct": percent_change(old, new),
+                "verdict": verdict(old, new, better),
+            }
+        compared.append(entry)
+    return compared
 
 
 def verdict_counts(metrics):

@@ -18,7 +18,10 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_format imp
     flatten,
     fmt_count,
     fmt_metric,
+    fmt_ms,
     fmt_pct,
+    fmt_rate,
+    fmt_s,
     fmt_value,
     scenario_label,
 )
@@ -93,6 +96,100 @@ def comparison_cell(key, entry):
     return "{0} ({1})".format(value, NONE_TEXT)
 
 
+SESSION_COLUMNS = (
+    "turn",
+    "ok",
+    "errors",
+    "prompt tok/request",
+    "prefill cached",
+    "prefill computed",
+    "cache hit",
+    "TTFT p50 (ms)",
+    "TTFT p99 (ms)",
+    "out tok/s",
+)
+
+
+def _hit(ratio):
+    ratio = finite_number(ratio)
+    return NONE_TEXT if ratio is None else "{0:.1f}%".format(ratio * 100.0)
+
+
+def session_lines(scenario, compared_turns):
+    """The per-turn table of one session scenario, with the previous run's TTFT p99 and
+    hit ratio per turn when it ran the same scenario."""
+    previous = {entry.get("turn"): entry for entry in compared_turns or []}
+    header = list(SESSION_COLUMNS) + (["vs previous (TTFT p99, hit)"] if previous else [])
+    rows = []
+    for turn in scenario.get("by_turn") or []:
+        ttft = turn.get("ttft_s") or {}
+        row = [
+            fmt_count(turn.get("turn")),
+            fmt_count(turn.get("ok")),
+            fmt_count(turn.get("errors")),
+            fmt_value(turn.get("prompt_tokens_per_request")),
+            fmt_count(turn.get("prefill_cached_tokens")),
+            fmt_count(turn.get("prefill_computed_tokens")),
+            _hit(turn.get("prefix_cache_hit_ratio")),
+            fmt_ms(ttft.get("p50")),
+            fmt_ms(ttft.get("p99")),
+            fmt_rate(turn.get("output_tokens_per_s")),
+        ]
+        if previous:
+            was = previous.get(turn.get("turn")) or {}
+            row.append(
+                "{0}, {1}".format(
+                    fmt_pct((was.get("ttft_p99") or {}).get("change_pct")),
+                    _hit((was.get("prefix_cache_hit_ratio") or {}).get("previous")) + " before",
+                )
+                if was
+                else NONE_TEXT
+            )
+        rows.append(row)
+    wall = scenario.get("session_wall_s") or {}
+    lines = [
+        "### {0}: {1} sessions x {2} turns".format(
+            scenario.get("name"),
+            fmt_count(scenario.get("sessions")),
+            fmt_count(scenario.get("turns")),
+        ),
+        "",
+        "Each request re-sends a shared {0}-token system prompt and {1}-token tool list, the "
+        "session's task and its history; each turn adds a tool call and a {2}-token "
+        "result. Session wall time p50 {3} s, max {4} s.".format(
+            fmt_count(scenario.get("system_tokens")),
+            fmt_count(scenario.get("tool_tokens")),
+            fmt_count(scenario.get("turn_tokens")),
+            fmt_s(wall.get("p50")),
+            fmt_s(wall.get("max")),
+        ),
+        "",
+    ]
+    align = ["--:"] * len(header)
+    lines.extend(_table(header, rows, align))
+    return lines
+
+
+def sessions_section(scenarios, comparison):
+    """The section of the session scenarios (no lines without one)."""
+    sessions = [s for s in scenarios if s.get("kind") == "session" and s.get("by_turn")]
+    if not sessions:
+        return []
+    lines = [
+        "",
+        "## Claude Code sessions, turn by turn",
+        "",
+        "Prefill cached and computed: the prompt tokens vLLM served from its prefix cache "
+        "and those it computed, over the turn's requests (its /metrics counters).",
+    ]
+    for scenario in sessions:
+        lines.append("")
+        lines.extend(
+            session_lines(scenario, (comparison.get("by_turn") or {}).get(scenario.get("name")))
+        )
+    return lines
+
+
 def _duration(started, finished):
     try:
         seconds = (parse_time(finished) - parse_time(started)).total_seconds()
@@ -149,6 +246,7 @@ def render_markdown(record):
         lines.append("No scenarios.")
 
     comparison = record.get("comparison") or {}
+    lines.extend(sessions_section(scenarios, comparison))
     if comparison.get("previous"):
         lines.extend(["", "## Compared with the previous run", ""])
         lines.append(

@@ -1,8 +1,9 @@
 # Copyright: llmfleet maintainers
 # Apache License 2.0 (see the collection's galaxy.yml)
 """The PNG plot of a benchmark record: one 1200x900 figure of its non-warm-up scenarios,
-with the previous run's values as hollow markers. matplotlib is imported when called
-(Agg canvas, no display)."""
+with the previous run's values as hollow markers, and with session scenarios a third row
+(1200x1350) of their turns: TTFT p99 and the prefix cache's hit ratio per turn, the
+previous run's dashed. matplotlib is imported when called (Agg canvas, no display)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import math
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_comparison import (
+    finite_number,
     measured,
     metric_value,
 )
@@ -18,6 +20,8 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_format imp
 )
 
 PNG_SIZE = (1200, 900)
+# With session scenarios: a third row of panels.
+PNG_SIZE_SESSIONS = (1200, 1350)
 PNG_DPI = 100
 MATPLOTLIB_MISSING = (
     "plot=true needs matplotlib, which is not installed in the Python that runs Ansible on "
@@ -82,6 +86,55 @@ def _axis_setup(axis, scenarios, title, ylabel):
     axis.grid(axis="y", alpha=0.3)
 
 
+def _sessions(scenarios):
+    return [s for s in scenarios if s.get("kind") == "session" and s.get("by_turn")]
+
+
+def _turn_lines(axis, sessions, previous, panel):
+    """One line per session scenario over its turns; the previous run's dashed. ``panel``:
+    (turn field, its statistic or None, scale, title, y label)."""
+    field, stat, scale, title, ylabel = panel
+    for index, scenario in enumerate(sessions):
+        color = "C{0}".format(index)
+        runs = [(scenario, "-", scenario.get("name"))]
+        if previous.get(scenario.get("name")):
+            runs.append((previous[scenario.get("name")], "--", None))
+        for run, style, label in runs:
+            turns = [t for t in run.get("by_turn") or [] if isinstance(t, dict)]
+            values = []
+            for turn in turns:
+                value = turn.get(field)
+                value = value.get(stat) if stat and isinstance(value, dict) else value
+                value = finite_number(value)
+                values.append(float("nan") if value is None else value * scale)
+            axis.plot([t.get("turn") for t in turns], values, style, color=color, label=label,
+                      marker="o")  # fmt: skip
+    axis.set_title(title)
+    axis.set_ylabel(ylabel)
+    axis.set_xlabel("turn")
+    axis.grid(alpha=0.3)
+    axis.legend(loc="upper left")
+
+
+def _main_axes(figure, scenarios, previous_record):
+    """The 2x2 axes of the scenarios; below them, with session scenarios, their turns."""
+    sessions = _sessions(scenarios)
+    axes = figure.subplots(3 if sessions else 2, 2)
+    if not sessions:
+        return axes
+    before = {}
+    if isinstance(previous_record, dict) and isinstance(previous_record.get("benchmark"), dict):
+        for scenario in measured(previous_record["benchmark"].get("scenarios")):
+            before.setdefault(scenario.get("name"), scenario)
+    ttft, hits = axes[2]
+    ttft_title = "Sessions: TTFT p99 per turn (dashed: previous run)"
+    _turn_lines(ttft, sessions, before, ("ttft_s", "p99", 1000.0, ttft_title, "ms"))
+    hits_title = "Sessions: prompt tokens from the prefix cache"
+    _turn_lines(hits, sessions, before, ("prefix_cache_hit_ratio", None, 100.0, hits_title, "%"))
+    hits.set_ylim(0, 105)
+    return axes[:2]
+
+
 def render_png(record, previous_record=None):
     """The 2x2 figure (1200x900 px) of a record's non-warm-up scenarios as PNG bytes.
 
@@ -100,14 +153,14 @@ def render_png(record, previous_record=None):
         if all(p is None for p in previous):
             previous = None
 
-    width, height = PNG_SIZE
+    width, height = PNG_SIZE_SESSIONS if _sessions(scenarios) else PNG_SIZE
     figure = figure_class(figsize=(width / PNG_DPI, height / PNG_DPI), dpi=PNG_DPI)
     canvas_class(figure)
     title = "{0} - {1}".format(bench.get("model") or "?", bench.get("started") or "?")
     if previous is not None:
         title += "  (hollow markers: previous run)"
     figure.suptitle(title)
-    axes = figure.subplots(2, 2)
+    axes = _main_axes(figure, scenarios, previous_record)
     if not scenarios:
         for axis in axes.flat:
             axis.axis("off")

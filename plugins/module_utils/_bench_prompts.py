@@ -58,15 +58,22 @@ def words_for_tokens(prompt_tokens, tokens_per_word):
 
 
 def request_body(model, prompt, max_tokens, ignore_eos=True):
-    """The JSON body of a streaming chat completion request."""
+    """The JSON body of a streaming chat completion request of one user message."""
+    return chat_body(model, [{"role": "user", "content": prompt}], max_tokens, ignore_eos)
+
+
+def chat_body(model, messages, max_tokens, ignore_eos=True, tools=None):
+    """The JSON body of a streaming chat completion request of these messages (and tools)."""
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": messages,
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
         "temperature": 0,
     }
+    if tools:
+        body["tools"] = tools
     if ignore_eos:
         # vLLM's extension: generate exactly max_tokens, so runs are comparable.
         body["ignore_eos"] = True

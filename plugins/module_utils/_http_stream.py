@@ -61,17 +61,22 @@ def parse_url(url):
     }
 
 
-def build_request(endpoint, path, body, api_key=None):
-    """The bytes of a POST of ``body`` (bytes) to ``path`` under the endpoint's base path."""
-    lines = [
-        "POST {0}{1} HTTP/1.1".format(endpoint["path"], path),
-        "Host: {0}".format(endpoint["host_header"]),
-        "User-Agent: {0}".format(USER_AGENT),
-        "Accept: text/event-stream",
-        "Content-Type: application/json",
-        "Content-Length: {0}".format(len(body)),
-        "Connection: close",
-    ]
+def build_request(endpoint, path, body, api_key=None, method="POST"):
+    """The bytes of a POST of ``body`` (bytes) to ``path`` under the endpoint's base path;
+    with ``method="GET"``, a GET of ``path`` (``body`` empty)."""
+    lines = ["{0} {1}{2} HTTP/1.1".format(method, endpoint["path"], path)]
+    lines.extend(
+        ["Host: {0}".format(endpoint["host_header"]), "User-Agent: {0}".format(USER_AGENT)]
+    )
+    if method == "POST":
+        lines.extend(
+            [
+                "Accept: text/event-stream",
+                "Content-Type: application/json",
+                "Content-Length: {0}".format(len(body)),
+            ]
+        )
+    lines.append("Connection: close")
     if api_key:
         lines.append("Authorization: Bearer {0}".format(api_key))
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body

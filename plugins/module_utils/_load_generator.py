@@ -18,6 +18,8 @@ What it does, as ``vllm bench serve`` and llama-benchy do:
   gives the tokens per word used to size every later prompt. Each scenario reports
   the prompt tokens the server really counted.
 * Each scenario's metrics come from its request records (``_latency_metrics``).
+* A scenario of kind ``session`` is Claude Code-shaped traffic instead: sessions that
+  re-send a shared system prompt and tool list and a growing history (``_bench_sessions``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_prompts im
     request_body,
     words_for_tokens,
 )
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+    KIND as SESSION,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+    run_session_scenario,
+    session_plan,
+    session_problems,
+)
 from ansible_collections.llmfleet.cluster.plugins.module_utils._chat_client import Client, clock
 from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import parse_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics import (
@@ -43,16 +53,24 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics 
 API = "openai-chat"
 # The calibration request: this many filler words, max_tokens=1.
 CALIBRATION_WORDS = 500
+REQUESTS = "requests"
 SCENARIO_INT_KEYS = ("concurrency", "requests", "prompt_tokens", "max_tokens")
-# A scenario as the module's argument spec takes it (documented in llm_benchmark).
+# A scenario as the module's argument spec takes it (documented in the doc fragment
+# bench_scenarios).
 SCENARIO_OPTIONS = {
     "name": {"type": "str", "required": True},
+    "kind": {"type": "str", "default": REQUESTS, "choices": [REQUESTS, SESSION]},
     "concurrency": {"type": "int", "default": 1},
-    "requests": {"type": "int", "required": True},
+    "requests": {"type": "int"},
     # token counts, not credentials (the sanity test flags names with "token")
     "prompt_tokens": {"type": "int", "default": 512, "no_log": False},
     "max_tokens": {"type": "int", "default": 128, "no_log": False},
     "warmup": {"type": "bool", "default": False},
+    "sessions": {"type": "int"},
+    "turns": {"type": "int"},
+    "system_tokens": {"type": "int", "default": 2000, "no_log": False},
+    "tool_tokens": {"type": "int", "default": 8000, "no_log": False},
+    "turn_tokens": {"type": "int", "default": 1000, "no_log": False},
 }
 
 
@@ -83,7 +101,12 @@ def validate_scenarios(scenarios):
             problems.append("scenario name {0!r} is used more than once".format(name))
         else:
             seen.add(name)
+        session = scenario.get("kind") == SESSION
+        if session:
+            problems.extend(session_problems(label, scenario))
         for key in SCENARIO_INT_KEYS:
+            if session and key in ("concurrency", "requests"):
+                continue  # the sessions are the concurrency
             value = scenario.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 problems.append(
@@ -108,14 +131,18 @@ def plan(url, model, scenarios, ignore_eos=True):
 
 
 def scenario_plan(scenario):
-    return {
+    plan = {
         "name": scenario["name"],
+        "kind": scenario.get("kind") or REQUESTS,
         "warmup": bool(scenario.get("warmup", False)),
-        "concurrency": scenario["concurrency"],
-        "requests": scenario["requests"],
+        "concurrency": scenario.get("concurrency"),
+        "requests": scenario.get("requests"),
         "prompt_tokens_target": scenario["prompt_tokens"],
         "max_tokens": scenario["max_tokens"],
     }
+    if plan["kind"] == SESSION:
+        plan.update(session_plan(scenario))
+    return plan
 
 
 def write_progress(path, progress):
@@ -214,13 +241,28 @@ async def _run(client, scenarios, ignore_eos, progress_file, seed):
                         "scenario_index": number,
                         "scenarios": total,
                         "done": done,
-                        "requests": scenario["requests"],
+                        "requests": scenario_plan(scenario)["requests"],
                         "errors": errors,
                         "elapsed_s": round(elapsed, 3),
                     },
                 )
 
         report(0, 0, 0.0)
+        if scenario.get("kind") == SESSION:
+            result = scenario_plan(scenario)
+            result.update(
+                await run_session_scenario(
+                    client,
+                    scenario,
+                    tokens_per_word,
+                    run_id,
+                    seed=seed,
+                    ignore_eos=ignore_eos,
+                    on_progress=report,
+                )
+            )
+            results.append(result)
+            continue
         results.append(
             await run_scenario(
                 client,
@@ -307,7 +349,7 @@ def check_params(params):
 
 def check_mode_result(params):
     """The module's result in check mode: what would be sent, and the plan."""
-    total = sum(s["requests"] for s in params["scenarios"])
+    total = sum(scenario_plan(s)["requests"] for s in params["scenarios"])
     return {
         "msg": "check mode: would send {0} requests in {1} scenarios to {2}".format(
             total, len(params["scenarios"]), params["url"]

@@ -18,6 +18,7 @@ description:
     server, scenario after scenario, and returns per scenario the time to first token, the time
     per output token, the request latency (mean, p50, p90, p99, min, max), the output token
     throughput and the errors. This is what C(vllm bench serve) and llama-benchy measure.
+    A V(session) scenario sends Claude Code-shaped sessions instead and reports per turn.
   - A scenario sends O(scenarios[].requests) requests with at most O(scenarios[].concurrency)
     in flight. Every request gets a unique prompt whose first word is a nonce (the run's random
     id and the request's number), so the prefix cache can never make a later request cheaper,
@@ -34,47 +35,6 @@ description:
     itself, a client machine, or the controller (C(delegate_to)).
   - Sends load but changes nothing; never reports a change.
 options:
-  scenarios:
-    description:
-      - The scenarios to run, in order. Names must be unique.
-    type: list
-    elements: dict
-    required: true
-    suboptions:
-      name:
-        description:
-          - Name of the scenario in the result, for example V(short_c4).
-        type: str
-        required: true
-      concurrency:
-        description:
-          - Requests in flight at the same time (a positive integer).
-        type: int
-        default: 1
-      requests:
-        description:
-          - Number of requests the scenario sends (a positive integer).
-        type: int
-        required: true
-      prompt_tokens:
-        description:
-          - Prompt length to aim for, in tokens of the server's tokenizer, chat template included
-            (a positive integer). The real count is in RV(benchmark.scenarios[].prompt_tokens).
-        type: int
-        default: 512
-      max_tokens:
-        description:
-          - C(max_tokens) of every request (a positive integer). With O(ignore_eos) every request
-            generates exactly this many tokens.
-        type: int
-        default: 128
-      warmup:
-        description:
-          - A warm-up scenario (the first requests after a start pay for compilation and cache
-            warm-up). It runs like any other, is marked C(warmup=true) in the result so reports
-            can leave it out, and its errors do not count for O(fail_on_errors).
-        type: bool
-        default: false
   ignore_eos:
     description:
       - Send C(ignore_eos=true), vLLM's extension that makes every request generate exactly
@@ -106,6 +66,7 @@ options:
     default: false
 extends_documentation_fragment:
   - llmfleet.cluster.llm_endpoint
+  - llmfleet.cluster.bench_scenarios
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -376,6 +337,34 @@ benchmark:
           type: float
           returned: unless check mode
           sample: 19.8012
+        kind:
+          description: O(scenarios[].kind); a V(session) scenario also returns its
+            O(scenarios[].sessions), O(scenarios[].turns), O(scenarios[].system_tokens),
+            O(scenarios[].tool_tokens) and O(scenarios[].turn_tokens), with
+            RV(benchmark.scenarios[].requests) = sessions x turns.
+          type: str
+          returned: always
+          sample: session
+        by_turn:
+          description:
+            - Of a V(session) scenario, one entry per turn - C(turn) (from 1), C(ok), C(errors),
+              C(duration_s), C(ttft_s) (the statistics above), C(prompt_tokens_per_request),
+              C(output_tokens_per_s) (over the turn's wall time), and from vLLM's counters
+              C(prefill_cached_tokens), C(prefill_computed_tokens) and
+              C(prefix_cache_hit_ratio) (null when the server has no C(/metrics)).
+          type: list
+          elements: dict
+          returned: session scenarios, unless check mode
+          sample: [{turn: 2, ok: 4, errors: 0, duration_s: 3.1, ttft_s: {p50: 0.21, p99: 0.38},
+                    prompt_tokens_per_request: 11840.0, output_tokens_per_s: 160.2,
+                    prefill_cached_tokens: 44800, prefill_computed_tokens: 2560,
+                    prefix_cache_hit_ratio: 0.9459}]
+        session_wall_s:
+          description: Of a V(session) scenario, each session's time from its first request sent
+            to its last answered; the statistics above.
+          type: dict
+          returned: session scenarios, unless check mode
+          sample: {mean: 12.1, p50: 12.0, p90: 12.4, p99: 12.5, min: 11.8, max: 12.5}
 """
 
 # Ansible's module layout: documentation first, imports after it.

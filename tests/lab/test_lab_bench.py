@@ -20,6 +20,9 @@ from .conftest import Lab
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+# A later turn re-sends the turn before it (about 2.4K tokens) and adds about 240: a few
+# tokens of a partly filled block are computed again.
+SESSION_HIT_FLOOR = 0.8
 # The transport check's runs: a scenario long enough for tensor parallel traffic.
 SMALL_MATRIX = json.dumps(
     {
@@ -86,7 +89,7 @@ def test_the_matrix_runs_without_errors_at_concurrency_64(
     scenarios = {s["name"]: s for s in record["benchmark"]["scenarios"]}
     assert list(scenarios) == [
         "warmup", "short_c4", "short_c8", "long_c2", "sweep_c1", "sweep_c64", "sweep_c256",
-        "prefill_1k", "prefill_8k", "prefill_32k",
+        "prefill_1k", "prefill_8k", "prefill_32k", "sessions_c4",
     ]  # fmt: skip
     c64 = scenarios["sweep_c64"]
     assert (c64["ok"], c64["errors"], c64["concurrency"]) == (64, 0, 64)
@@ -95,6 +98,16 @@ def test_the_matrix_runs_without_errors_at_concurrency_64(
         assert scenario["ttft_s"]["p50"] > 0 and scenario["latency_s"]["p99"] > 0
     # The prefill sweep really sent long prompts (sized with the server's token count).
     assert scenarios["prefill_32k"]["prompt_tokens"] >= 0.9 * 32768
+    # Claude Code's sessions: turn by turn, the later turns find the shared system prompt,
+    # tool list and history in vLLM's prefix cache and compute little besides.
+    sessions = scenarios["sessions_c4"]
+    assert (sessions["kind"], sessions["requests"], sessions["ok"]) == ("session", 12, 12)
+    first, *later = sessions["by_turn"]
+    assert [turn["turn"] for turn in sessions["by_turn"]] == [1, 2, 3]
+    for turn in later:
+        assert turn["prefix_cache_hit_ratio"] >= SESSION_HIT_FLOOR, sessions["by_turn"]
+        assert turn["prefix_cache_hit_ratio"] > first["prefix_cache_hit_ratio"]
+        assert turn["prefill_computed_tokens"] < turn["prefill_cached_tokens"]
     assert record["config"]["model"] == "llmfleet-tiny"
     assert record["transport"]["transport"] == "gloo"
 
@@ -103,7 +116,7 @@ def test_progress_and_summary_are_shown(first_run: subprocess.CompletedProcess[s
     # The waiting task retries every 5 s and shows the load generator's progress each time.
     assert re.search(
         r"retrying \(\d+/\d+\): benchmark : Wait for the benchmark to finish: "
-        r"bench \d+/10 \w+ \[[#.]{24}\] \d+/\d+ requests, \d+ errors?, \d+ s",
+        r"bench \d+/11 \w+ \[[#.]{24}\] \d+/\d+ requests, \d+ errors?, \d+ s",
         first_run.stdout,
     ), first_run.stdout[-4000:]
     assert "sweep_c64: 64 ok, 0 errors" in first_run.stdout

@@ -58,6 +58,40 @@ def make_scenario(
     }
 
 
+def make_session_scenario(
+    name: str = "sessions_c4", *, ttft_p99: tuple[float, ...] = (0.9, 0.3, 0.35)
+) -> dict[str, Any]:
+    """A session scenario of 4 sessions, one turn per TTFT p99 given: the first computes the
+    shared prefix, the later ones find it in the prefix cache."""
+    turns = [
+        {
+            "turn": number,
+            "ok": 4,
+            "errors": 0,
+            "duration_s": 2.0,
+            "ttft_s": stats(p99 * 0.6, p99=p99),
+            "prompt_tokens_per_request": 3000.0 + 1000 * (number - 1),
+            "output_tokens_per_s": 64.0,
+            "prefill_cached_tokens": 2400 if number == 1 else 11200 + 4000 * (number - 2),
+            "prefill_computed_tokens": 9600 if number == 1 else 800,
+            "prefix_cache_hit_ratio": 0.2 if number == 1 else 0.95,
+        }
+        for number, p99 in enumerate(ttft_p99, start=1)
+    ]
+    scenario = make_scenario(name, concurrency=4, requests=4 * len(turns))
+    scenario.update(
+        kind="session",
+        sessions=4,
+        turns=len(turns),
+        by_turn=turns,
+        system_tokens=2000,
+        tool_tokens=8000,
+        turn_tokens=1000,
+        session_wall_s=stats(6.1, p99=6.6),
+    )
+    return scenario
+
+
 def make_benchmark(started: str = "2026-11-22T23:10:00Z", **short_c4: Any) -> dict[str, Any]:
     """warmup (warm-up), short_c4 (overridable) and long_c8."""
     return {

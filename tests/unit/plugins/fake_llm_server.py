@@ -8,8 +8,11 @@ role chunk with empty content and the first token, then one chunk per token ever
 event split in two HTTP chunks in the middle of its line), with Content-Length, or to EOF.
 It answers 401 without the right bearer key, 500 when ``fail_when`` says so, closes the
 connection after ``cut_after`` tokens, and counts the most requests it had in flight at
-once. With ``tls`` (an SSLContext) it speaks https. The ``fake_server`` fixture
-(tests/unit/plugins/conftest.py) starts them.
+once. It keeps a prefix cache of words, as vLLM's of tokens: a prompt (the tool list, then
+each message's text and tool calls) hits the longest prefix it shares with an earlier one,
+counted in ``GET /metrics`` as vLLM's ``prefix_cache_queries_total`` and ``hits_total``
+(unless ``metrics`` is false). With ``tls`` (an SSLContext) it speaks https. The
+``fake_server`` fixture (tests/unit/plugins/conftest.py) starts them.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class FakeLlmServer:
         fail_when: Callable[[int, dict[str, Any]], bool] | None = None,
         cut_after: int | None = None,
         tls: ssl.SSLContext | None = None,
+        metrics: bool = True,
     ) -> None:
         self.api_key = api_key
         self.ttft = ttft
@@ -50,6 +54,10 @@ class FakeLlmServer:
         self.fail_when = fail_when
         self.cut_after = cut_after
         self.tls = tls
+        self.metrics = metrics
+        self.prompts: list[list[str]] = []
+        self.cache_queries = 0
+        self.cache_hits = 0
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
@@ -101,6 +109,9 @@ class FakeLlmServer:
                     headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.headers.append(headers)
+            if method == "GET" and path == "/metrics" and self.metrics:
+                await self._plain(writer, 200, self.prometheus_text(), "text/plain")
+                return
             if method != "POST" or path != "/v1/chat/completions":
                 await self._plain(writer, 404, '{"error": "not found"}')
                 return
@@ -123,11 +134,42 @@ class FakeLlmServer:
         finally:
             writer.close()
 
-    async def _plain(self, writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    def prometheus_text(self) -> str:
+        labels = f'engine="0",model_name="{MODEL}"'
+        return (
+            "# TYPE vllm:prefix_cache_queries_total counter\n"
+            f"vllm:prefix_cache_queries_total{{{labels}}} {float(self.cache_queries)}\n"
+            f'vllm:prefix_cache_queries_total{{engine="0",model_name="other"}} 99.0\n'
+            f"vllm:prefix_cache_hits_total{{{labels}}} {float(self.cache_hits)}\n"
+        )
+
+    def look_up(self, payload: dict[str, Any]) -> int:
+        """The prompt's words, counted into the prefix cache's counters."""
+        words = json.dumps(payload["tools"]).split() if payload.get("tools") else []
+        for message in payload["messages"]:
+            words += str(message.get("content") or "").split()
+            if message.get("tool_calls"):
+                words += json.dumps(message["tool_calls"]).split()
+        hit = 0
+        for earlier in self.prompts:
+            shared = 0
+            for mine, theirs in zip(words, earlier, strict=False):
+                if mine != theirs:
+                    break
+                shared += 1
+            hit = max(hit, shared)
+        self.prompts.append(words)
+        self.cache_queries += len(words)
+        self.cache_hits += hit
+        return len(words)
+
+    async def _plain(
+        self, writer: asyncio.StreamWriter, status: int, text: str, kind: str = "application/json"
+    ) -> None:
         self.statuses.append(status)
         data = text.encode()
         writer.write(
-            f"HTTP/1.1 {status} Nope\r\nContent-Type: application/json\r\n"
+            f"HTTP/1.1 {status} Nope\r\nContent-Type: {kind}\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
             + data
         )
@@ -150,7 +192,7 @@ class FakeLlmServer:
         self.statuses.append(200)
         max_tokens = payload["max_tokens"]
         count = max_tokens if payload.get("ignore_eos") else min(max_tokens, self.eos_after)
-        prompt_tokens = sum(len(m["content"].split()) for m in payload["messages"])
+        prompt_tokens = self.look_up(payload)
         framing_header = {
             "chunked": "Transfer-Encoding: chunked\r\n",
             "length": "",

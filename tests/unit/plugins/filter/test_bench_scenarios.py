@@ -32,6 +32,11 @@ ALL = [
     "prefill_8k",
     "prefill_32k",
 ]
+# Claude Code's sessions: the role's matrix has 4 and 8 of them (the last turn about 20K
+# tokens, and 256 out), the lab's 4 (about 2.4K).
+ALL_DEFAULT = [*ALL, "sessions_c4", "sessions_c8"]
+ALL_LAB = [*ALL, "sessions_c4"]
+SHORT = ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"]
 UNKNOWN = 2147483647  # the role's context when the model card has no max_model_len
 
 
@@ -39,31 +44,22 @@ UNKNOWN = 2147483647  # the role's context when the model card has no max_model_
 @pytest.mark.parametrize(
     ("scenarios", "context", "fit"),
     [
-        (DEFAULT, UNKNOWN, ALL),
+        (DEFAULT, UNKNOWN, ALL_DEFAULT),
         (DEFAULT, 100, []),
         (DEFAULT, 512, ["warmup", "short_c4", "short_c8"]),
-        (
-            DEFAULT,
-            4096,
-            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
-        ),
-        (
-            DEFAULT,
-            8192,
-            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
-        ),
-        (DEFAULT, 33000, ALL),
-        (LAB, UNKNOWN, ALL),
+        (DEFAULT, 4096, SHORT),
+        (DEFAULT, 8192, SHORT),
+        # 2000 + 8000 + 2500 + 7 x (1000 + 40) + 256
+        (DEFAULT, 20035, [n for n in ALL if n != "prefill_32k"]),
+        (DEFAULT, 20036, [n for n in ALL_DEFAULT if n != "prefill_32k"]),
+        (DEFAULT, 33000, ALL_DEFAULT),
+        (LAB, UNKNOWN, ALL_LAB),
         (LAB, 100, ["warmup"]),
         (LAB, 512, ["warmup", "short_c4", "short_c8", "sweep_c64", "sweep_c256"]),
-        (
-            LAB,
-            4096,
-            ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"],
-        ),
-        (LAB, 4128, [n for n in ALL if n not in ("prefill_8k", "prefill_32k")]),  # 4096 + 32
-        (LAB, 4129, [n for n in ALL if n not in ("prefill_8k", "prefill_32k")]),
-        (LAB, 40000, ALL),
+        (LAB, 4096, [*SHORT, "sessions_c4"]),
+        (LAB, 4128, [n for n in ALL_LAB if n not in ("prefill_8k", "prefill_32k")]),  # 4096 + 32
+        (LAB, 4129, [n for n in ALL_LAB if n not in ("prefill_8k", "prefill_32k")]),
+        (LAB, 40000, ALL_LAB),
     ],
 )
 def test_the_matrix_fitted_to_a_context(
@@ -73,7 +69,8 @@ def test_the_matrix_fitted_to_a_context(
         pytest.skip("the lab's inventory is not in the collection copy ansible-test runs")
     result = bench_scenarios_fit(scenarios, context)
     assert [s["name"] for s in result["fit"]] == fit
-    assert result["left_out"] == [n for n in ALL if n not in fit]  # in the matrix's order
+    names = [s["name"] for s in scenarios]
+    assert result["left_out"] == [n for n in names if n not in fit]  # in the matrix's order
     assert all(s in scenarios for s in result["fit"])  # the scenarios as they are
 
 
@@ -81,6 +78,14 @@ def test_the_bound_is_inclusive_and_inventory_strings_count() -> None:
     scenario = {"name": "s", "prompt_tokens": "96", "max_tokens": 32}
     assert bench_scenarios_fit([scenario], "128") == {"fit": [scenario], "left_out": []}
     assert bench_scenarios_fit([scenario], 127) == {"fit": [], "left_out": ["s"]}
+
+
+def test_a_session_counts_its_last_turn_with_the_module_defaults() -> None:
+    """2000 system + 8000 tools (the defaults) + 100 task + 2 x (500 + 40) + 20 out."""
+    session = {"name": "s", "kind": "session", "sessions": 2, "turns": 3, "prompt_tokens": 100,
+               "turn_tokens": 500, "max_tokens": 20}  # fmt: skip
+    assert bench_scenarios_fit([session], 11200)["fit"] == [session]
+    assert bench_scenarios_fit([session], 11199)["left_out"] == ["s"]
 
 
 def test_no_scenarios() -> None:

@@ -12,6 +12,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import (
 from tests.unit.plugins.bench_samples import (
     make_benchmark,
     make_scenario,
+    make_session_scenario,
 )
 
 
@@ -153,3 +154,29 @@ def test_markdown_extra_sections_as_key_value_tables() -> None:
     assert _table_rows(markdown.split("## note")[1], "| key | value |") == [
         ["value", "first run after the firmware update"]
     ]
+
+
+def test_markdown_shows_each_session_scenario_turn_by_turn_against_the_previous_run() -> None:
+    before = make_benchmark("2026-11-21T18:05:00Z")
+    before["scenarios"].append(make_session_scenario(ttft_p99=(1.0, 0.3)))
+    after = make_benchmark()
+    after["scenarios"].append(make_session_scenario())
+    comparison = _bench_comparison.compare(before, after, "bench-20261121T180500Z.json")
+    markdown = _bench_markdown.render_markdown(
+        _bench_record.build_record(after, comparison=comparison)
+    )
+    assert "### sessions_c4: 4 sessions x 3 turns" in markdown
+    assert "Session wall time p50 6.10 s, max 6.60 s." in markdown
+    rows = _table_rows(markdown, "| turn | ok |")
+    assert [row[:10] for row in rows] == [
+        ["1", "4", "0", "3000.0", "2400", "9600", "20.0%", "540", "900", "64.0"],
+        ["2", "4", "0", "4000.0", "11200", "800", "95.0%", "180", "300", "64.0"],
+        ["3", "4", "0", "5000.0", "15200", "800", "95.0%", "210", "350", "64.0"],
+    ]
+    assert [row[10] for row in rows] == ["-10.0%, 20.0% before", "+0.0%, 95.0% before", "—"]
+    # Without a previous run, no comparison column; without session scenarios, no section.
+    alone = _bench_markdown.render_markdown(_bench_record.build_record(after))
+    assert _table_rows(alone, "| turn | ok |")[0][-1] == "64.0"
+    assert "turn by turn" not in _bench_markdown.render_markdown(
+        _bench_record.build_record(make_benchmark())
+    )

@@ -78,6 +78,7 @@ def test_plan_has_no_metrics() -> None:
         "scenarios": [
             {
                 "name": "a",
+                "kind": "requests",
                 "warmup": True,
                 "concurrency": 1,
                 "requests": 2,

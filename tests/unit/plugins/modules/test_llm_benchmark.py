@@ -39,7 +39,9 @@ METRIC_KEYS = {
     "output_tokens_per_s",
     "decode_tokens_per_s",
 }
-PLAN_KEYS = {"name", "warmup", "concurrency", "requests", "prompt_tokens_target", "max_tokens"}
+PLAN_KEYS = {
+    "name", "kind", "warmup", "concurrency", "requests", "prompt_tokens_target", "max_tokens"
+}  # fmt: skip
 SCENARIOS = [
     {"name": "warmup", "warmup": True, "requests": 1, "prompt_tokens": 16, "max_tokens": 2},
     {"name": "c2", "concurrency": 2, "requests": 4, "prompt_tokens": 48, "max_tokens": 5},
@@ -110,6 +112,7 @@ def test_check_mode_sends_nothing(
     assert [set(s) for s in bench["scenarios"]] == [PLAN_KEYS, PLAN_KEYS]
     assert bench["scenarios"][1] == {
         "name": "c2",
+        "kind": "requests",
         "warmup": False,
         "concurrency": 2,
         "requests": 4,
@@ -146,6 +149,7 @@ def test_scenario_defaults(
     assert result["benchmark"]["scenarios"] == [
         {
             "name": "d",
+            "kind": "requests",
             "warmup": False,
             "concurrency": 1,
             "requests": 1,
