@@ -25,6 +25,7 @@ from llmfleet.cli_help import (
     LOGS_HELP,
     PLAN_HELP,
     STATUS_HELP,
+    TUNE_HELP,
     UP_HELP,
     UPGRADE_HELP,
 )
@@ -46,9 +47,12 @@ from llmfleet.lab.cli import lab_app
 from llmfleet.logs import logs
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.plan import plan
+from llmfleet.playbook_files import start
 from llmfleet.run_outcome import ExitCode, result_summary
 from llmfleet.runner import RunnerError, run_playbook
 from llmfleet.status import status
+from llmfleet.tune import TuneError, parse_grid
+from llmfleet.tune_run import Sweep
 
 
 def _usage_error_exits_1(exc: Exception) -> None:
@@ -268,6 +272,55 @@ def bench(  # noqa: PLR0917 - typer maps parameters to options
             artifacts=artifacts or root / RUNS_FOLDER,
             as_json=as_json,
         )
+
+
+@app.command(help=TUNE_HELP, epilog=EXIT_CODES_EPILOG)
+def tune(  # noqa: PLR0917 - typer maps parameters to options
+    inventory: InventoryOption,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            metavar="KEY=V1,V2",
+            help="A vLLM option (or rails, transport) and the values to try; repeatable.",
+        ),
+    ] = None,
+    sessions: Annotated[
+        str | None,
+        typer.Option(
+            "--sessions",
+            metavar="N,N",
+            help="Sessions at once to measure each point with (default 4,8).",
+        ),
+    ] = None,
+    extra_vars: ExtraVarsOption = None,
+    verbose: VerboseOption = 0,
+    plain: PlainOption = False,
+) -> None:
+    """Sweep vLLM's options and keep the best."""
+    root, extravars = start(inventory, extra_vars)
+    try:
+        counts = [int(n) for n in sessions.split(",")] if sessions else []
+    except ValueError:
+        raise fail(f"--sessions {sessions!r}: expected whole numbers, e.g. 4,8") from None
+    sweep = Sweep(
+        root,
+        inventory,
+        extravars=extravars,
+        console=Console(),
+        plain=True if plain else None,
+        verbosity=verbose,
+        runs=root / RUNS_FOLDER,
+    )
+    try:
+        code, _report = sweep.run(parse_grid(grid or []), counts)
+    except TuneError as exc:
+        raise fail(str(exc)) from None
+    except RunnerError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", ExitCode.INTERRUPTED) from None
+    raise typer.Exit(int(code))
 
 
 @app.command(help=UPGRADE_HELP, epilog=EXIT_CODES_EPILOG)

@@ -79,6 +79,31 @@ BENCH_HELP = (
     "  [cyan]llmfleet bench -i inventory/sparks --json | jq .reports[/cyan]"
 )
 
+TUNE_HELP = (
+    "Find vLLM's best options for Claude Code on this cluster: sweep a grid, benchmark each "
+    "point, keep the winner.\n\n"
+    "Each point of the grid (every combination of its values) is served "
+    "([cyan]site.yml --tags preflight,vllm_server[/cyan]; the whole site when it changes the "
+    "fabric) and measured with Claude Code-shaped sessions ([cyan]playbooks/bench.yml[/cyan]: "
+    "a warm-up, then one session scenario per count in [cyan]--sessions[/cyan]). The winner has "
+    "the lowest TTFT p99 at its worst session count among the points whose output tokens/s is "
+    "within 10% of the best at every count; it is written to the inventory's "
+    "[cyan]group_vars/all/tuned.yml[/cyan] ([cyan]llmfleet_tuned_overrides[/cyan], merged over "
+    "the profile's overrides) and served. Every point, its numbers and its verdict: "
+    "[cyan]artifacts/tune/tune-<UTC>.md[/cyan] (and .json, .png). A progress bar runs across "
+    "the whole sweep.\n\n"
+    "The grid: [cyan]--grid KEY=V1,V2[/cyan] (repeatable), else the inventory's "
+    "[cyan]llmfleet_tune_grid[/cyan], else the field notes' max_num_seqs 8/16/32, "
+    "max_num_batched_tokens 4096/8192 and prefix caching on/off, with on two Sparks or more "
+    "[cyan]rails[/cyan] single/dual and [cyan]transport[/cyan] rdma/socket. Keys are the "
+    "profile's vLLM options. The session shape is the inventory's first session scenario in "
+    "[cyan]benchmark_scenarios[/cyan]. Every key and value is checked before any host "
+    "changes.\n\n"
+    "[bold]Examples[/bold]\n"
+    "  [cyan]llmfleet tune -i inventory/sparks[/cyan]\n"
+    "  [cyan]llmfleet tune -i inventory/lab --grid max_num_seqs=1,8 --sessions 4[/cyan]"
+)
+
 UPGRADE_HELP = (
     "Switch what the serving hosts run, keep it only when it proves itself, and go back by "
     "itself otherwise: run [cyan]playbooks/upgrade.yml[/cyan].\n\n"

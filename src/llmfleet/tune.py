@@ -1,0 +1,258 @@
+"""``llmfleet tune``: sweep a grid of vLLM's options on the served cluster, benchmark Claude
+Code-shaped sessions at each point, keep the best in the inventory.
+
+Each point of the grid (the product of its values, in the order given) is served by
+``site.yml --tags preflight,vllm_server`` with the point as extra variables (vLLM's options
+as ``llmfleet_tuned_overrides``, which role vllm_server merges over the profile's
+overrides; ``rails`` and ``transport`` as the fabric's own variables, served by the whole
+``site.yml``), then measured by ``playbooks/bench.yml`` with a warm-up and one session
+scenario per session count. The winner (``choose``) goes to the inventory's
+``group_vars/all/tuned.yml`` and the cluster is left serving it. Every point, its numbers and
+its verdict are kept as JSON, markdown and PNG under ``artifacts/tune``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmfleet.paths import ansible_env
+
+TUNED_FILE = Path("group_vars", "all", "tuned.yml")
+TUNED_VARIABLE = "llmfleet_tuned_overrides"
+# Grid keys that are not vLLM options: the variable each sets and its values' meanings.
+FABRIC_KEYS: dict[str, tuple[str, dict[str, Any]]] = {
+    "rails": ("llmfleet_fabric_ports", {"single": [1], "dual": [1, 2]}),
+    "transport": ("llmfleet_nccl_mode", {"rdma": "ib", "socket": "socket"}),
+}
+# What the field notes swept by hand (seed 000: --max-num-seqs 16 won), and on Sparks the rails
+# and the transport.
+DEFAULT_GRID: dict[str, list[Any]] = {
+    "max_num_seqs": [8, 16, 32],
+    "max_num_batched_tokens": [4096, 8192],
+    "enable_prefix_caching": [True, False],
+}
+SPARK_GRID: dict[str, list[Any]] = {"rails": ["single", "dual"], "transport": ["rdma", "socket"]}
+DEFAULT_SESSIONS = (4, 8)
+# A point whose output tokens/s falls more than this below the best point's (at any session
+# count) cannot win, however low its TTFT.
+THROUGHPUT_SLACK = 0.10
+WARMUP = {"name": "warmup", "warmup": True, "concurrency": 1, "requests": 2,
+          "prompt_tokens": 64, "max_tokens": 8}  # fmt: skip
+SESSION_SHAPE_KEYS = ("turns", "system_tokens", "tool_tokens", "prompt_tokens", "turn_tokens",
+                      "max_tokens")  # fmt: skip
+
+
+class TuneError(ValueError):
+    """The sweep cannot start: a bad grid, or an inventory without what it needs."""
+
+
+def parse_grid(values: Sequence[str]) -> dict[str, list[Any]]:
+    """``KEY=V1,V2`` options as a grid, each value read as YAML (``8`` a number, ``true`` a
+    bool); repeated keys are refused."""
+    grid: dict[str, list[Any]] = {}
+    for raw in values:
+        key, sep, listed = raw.partition("=")
+        key = key.strip()
+        if not sep or not key or not listed.strip():
+            raise TuneError(
+                f"--grid {raw!r}: expected KEY=VALUE[,VALUE...], e.g. max_num_seqs=8,16"
+            )
+        if key in grid:
+            raise TuneError(f"--grid names {key} twice")
+        grid[key] = [yaml.safe_load(value.strip()) for value in listed.split(",")]
+    return grid
+
+
+def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, the first key varying slowest."""
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+def point_label(point: dict[str, Any]) -> str:
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in point.items())
+
+
+def point_variables(point: dict[str, Any]) -> dict[str, Any]:
+    """The extra variables that serve a point (see the module's docstring)."""
+    variables: dict[str, Any] = {TUNED_VARIABLE: {}}
+    for key, value in point.items():
+        if key in FABRIC_KEYS:
+            variable, meanings = FABRIC_KEYS[key]
+            variables[variable] = meanings[value]
+        else:
+            variables[TUNED_VARIABLE][key] = value
+    return variables
+
+
+def load_vllm_filter(root: Path) -> Any:
+    """The collection's vllm filter plugin (plugins/filter/vllm.py), for its checks."""
+    spec = importlib.util.spec_from_file_location(
+        "llmfleet_vllm_filter", root / "plugins/filter/vllm.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
+    """What is wrong with a grid, found before any host changes: keys that are neither a vLLM
+    profile option nor a fabric key, values vLLM or the fabric would refuse."""
+    checks = load_vllm_filter(root)
+    problems = []
+    if not grid:
+        problems.append("the grid is empty: give --grid KEY=V1,V2 or llmfleet_tune_grid")
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            problems.append(f"grid key {key} has no values; expected a list")
+        elif key in FABRIC_KEYS:
+            known = list(FABRIC_KEYS[key][1])
+            problems += [
+                f"grid key {key} has {value!r}; expected one of {known}"
+                for value in values
+                if value not in known
+            ]
+        elif key not in checks.PROFILE_OPTIONS:
+            problems.append(
+                f"grid key {key} is not a vLLM profile option nor {sorted(FABRIC_KEYS)};"
+                f" expected one of {list(checks.PROFILE_OPTIONS)}"
+            )
+        else:
+            for value in values:
+                try:
+                    checks.check_values({key: value})
+                except checks.AnsibleFilterError as error:
+                    problems.append(f"grid key {key}: {error}")
+    return problems
+
+
+def session_scenarios(shape: dict[str, Any], sessions: Sequence[int]) -> list[dict[str, Any]]:
+    """A warm-up (vLLM just restarted), then one session scenario per session count."""
+    return [WARMUP] + [
+        {"name": f"sessions_c{count}", "kind": "session", "sessions": count,
+         **{key: shape[key] for key in SESSION_SHAPE_KEYS if key in shape}}
+        for count in sessions
+    ]  # fmt: skip
+
+
+def measurements(benchmark: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per measured session scenario: its TTFT p99 and output tokens/s."""
+    return {
+        str(s["name"]): {
+            "ttft_p99_s": (s.get("ttft_s") or {}).get("p99"),
+            "output_tokens_per_s": s.get("output_tokens_per_s"),
+            "errors": s.get("errors"),
+        }
+        for s in benchmark.get("scenarios") or []
+        if s.get("kind") == "session" and not s.get("warmup")
+    }
+
+
+def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> int | None:
+    """The index of the winning point, and each result's ``verdict`` filled in: among the
+    points measured without errors, those whose output tokens/s is within ``slack`` of the
+    best at every session count; of those, the lowest TTFT p99 at its worst session count
+    (the earlier point on a tie). None when no point was measured."""
+    measured = [
+        r for r in results
+        if r.get("measured") and all(
+            m["errors"] == 0 and m["ttft_p99_s"] is not None and m["output_tokens_per_s"]
+            for m in r["measured"].values()
+        )
+    ]  # fmt: skip
+    for result in results:
+        if result not in measured:
+            result["verdict"] = result.get("error") or "not measured without errors"
+    if not measured:
+        return None
+    names = list(measured[0]["measured"])
+    best = {
+        name: max(r["measured"][name]["output_tokens_per_s"] for r in measured) for name in names
+    }
+    eligible = []
+    for result in measured:
+        slow = [
+            name for name in names
+            if result["measured"][name]["output_tokens_per_s"] < (1 - slack) * best[name]
+        ]  # fmt: skip
+        result["worst_ttft_p99_s"] = max(result["measured"][name]["ttft_p99_s"] for name in names)
+        if slow:
+            result["verdict"] = (
+                f"output tokens/s more than {slack:.0%} below the best in {', '.join(slow)}"
+            )
+        else:
+            eligible.append(result)
+            result["verdict"] = "eligible"
+    winner = min(eligible, key=lambda r: r["worst_ttft_p99_s"])
+    winner["verdict"] = "winner"
+    return results.index(winner)
+
+
+def tuned_file_text(point: dict[str, Any], report: str) -> str:
+    """The inventory file that keeps the winner."""
+    header = (
+        "---\n# Written by `llmfleet tune`: the best point of its sweep (report: "
+        f"{report}).\n# Run `llmfleet tune` again to replace it; delete it to serve the profile"
+        " as it is.\n"
+    )
+    return header + yaml.safe_dump(point_variables(point), sort_keys=False)
+
+
+def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
+    """The variables of the inventory's first serving host (group ``sparks``, else ``gh200``)
+    as ``ansible-inventory`` reads them (not templated), and the number of Sparks."""
+    proc = subprocess.run(
+        ["ansible-inventory", "-i", str(inventory), "--list"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env={**os.environ, **ansible_env(root, tty=False)},
+    )
+    if proc.returncode != 0:
+        raise TuneError(f"ansible-inventory cannot read {inventory}: {proc.stderr.strip()[-500:]}")
+    listing = json.loads(proc.stdout)
+    sparks = listing.get("sparks", {}).get("hosts", [])
+    serving = sparks or listing.get("gh200", {}).get("hosts", [])
+    if not serving:
+        raise TuneError(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
+    hostvars = listing.get("_meta", {}).get("hostvars", {}).get(serving[0], {})
+    return {"sparks": len(sparks), "vars": hostvars}
+
+
+def sweep_plan(
+    root: Path, settings: dict[str, Any], grid: dict[str, list[Any]], sessions: Sequence[int]
+) -> tuple[dict[str, list[Any]], list[int], dict[str, Any]]:
+    """The grid, session counts and session shape of a sweep: those given, else the
+    inventory's (``llmfleet_tune_grid``, ``llmfleet_tune_sessions``), else the defaults (on
+    two Sparks or more over RDMA, the rails and the transport too). The shape is the
+    inventory's first session scenario in ``benchmark_scenarios``, else the role's."""
+    found = settings["vars"]
+    if not grid:
+        grid = dict(found.get("llmfleet_tune_grid") or {})
+    if not grid:
+        grid = dict(DEFAULT_GRID)
+        if settings["sparks"] > 1 and found.get("llmfleet_nccl_mode", "ib") == "ib":
+            grid.update(SPARK_GRID)
+    counts = list(sessions or found.get("llmfleet_tune_sessions") or DEFAULT_SESSIONS)
+    shapes = [s for s in found.get("benchmark_scenarios") or [] if s.get("kind") == "session"]
+    if not shapes:
+        role = root / "roles/benchmark/defaults/main.yml"
+        defaults = yaml.safe_load(role.read_text(encoding="utf-8"))["benchmark_scenarios"]
+        shapes = [s for s in defaults if s.get("kind") == "session"]
+    return grid, counts, shapes[0]
+
+
+def needs_whole_site(point: dict[str, Any]) -> bool:
+    """A point that changes the fabric is served by the whole site.yml."""
+    return any(key in FABRIC_KEYS for key in point)

@@ -1,0 +1,51 @@
+"""`llmfleet tune` on the served lab: max_num_seqs 1 against 8 at 4 Claude Code sessions.
+With one sequence at a time the sessions queue behind each other (a real difference on the
+lab's two cores, not a simulated one): 8 must win, land in the inventory's tuned.yml and be
+what vLLM serves at the end.
+
+The sweep runs on a copy of inventory/lab, so that the tuned file stays out of the checkout;
+its winner is the lab's own max_num_seqs, so the tests after this one find vLLM as the lab
+inventory serves it (no restart)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from .conftest import ROOT, Lab
+
+
+def test_tune_finds_that_more_sequences_serve_the_sessions_better(
+    lab: Lab, site, tmp_path: Path
+) -> None:
+    assert site.returncode == 0, site.stdout[-4000:]
+    inventory = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventory/lab", inventory)
+    proc = lab.run(
+        "llmfleet", "tune", "-i", str(inventory), "--grid", "max_num_seqs=1,8",
+        "--sessions", "4", "--plain", timeout=2400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    print(proc.stdout[proc.stdout.rfind("# Tuning sweep") :])
+    # The progress bar across the sweep, on the benchmark's waiting task.
+    assert re.search(r"tune \[[#.]{24}\] 2/2 max_num_seqs=8: bench \d/2 ", proc.stdout), (
+        proc.stdout[-4000:]
+    )
+    folder = re.search(r"reports in (\S+)", proc.stdout)
+    assert folder, proc.stdout[:2000]
+    sweep = json.loads(Path(folder.group(1) + ".json").read_text())
+    one, eight = sweep["points"]
+    assert (one["point"], eight["point"]) == ({"max_num_seqs": 1}, {"max_num_seqs": 8})
+    assert sweep["winner"] == 1, json.dumps(sweep["points"], indent=1)
+    queued, batched = one["measured"]["sessions_c4"], eight["measured"]["sessions_c4"]
+    assert batched["output_tokens_per_s"] > queued["output_tokens_per_s"], sweep["points"]
+    assert Path(folder.group(1) + ".md").read_text().count("**winner**") == 1
+    assert Path(folder.group(1) + ".png").read_bytes().startswith(b"\x89PNG")
+    tuned = yaml.safe_load((inventory / "group_vars/all/tuned.yml").read_text())
+    assert tuned == {"llmfleet_tuned_overrides": {"max_num_seqs": 8}}
+    for node in ("spark-1", "spark-2"):
+        assert "max-num-seqs: 8" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml")

@@ -1,0 +1,221 @@
+"""``llmfleet tune``: the grid and its checks, the objective, the report, and a whole sweep
+run by ansible against stand-in playbooks whose benchmark answers like a server that
+queues requests when max_num_seqs is below the sessions (the lab test runs the real one)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from llmfleet import tune, tune_report
+from llmfleet.cli import app
+from llmfleet.run_outcome import ExitCode
+from llmfleet.tune_run import Sweep, sweep_line
+
+from .conftest import FakeCollection
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_grid_reads_values_as_yaml_and_spans_every_combination() -> None:
+    grid = tune.parse_grid(["max_num_seqs=8,16", "enable_prefix_caching=true,false"])
+    assert grid == {"max_num_seqs": [8, 16], "enable_prefix_caching": [True, False]}
+    assert tune.grid_points(grid) == [
+        {"max_num_seqs": 8, "enable_prefix_caching": True},
+        {"max_num_seqs": 8, "enable_prefix_caching": False},
+        {"max_num_seqs": 16, "enable_prefix_caching": True},
+        {"max_num_seqs": 16, "enable_prefix_caching": False},
+    ]
+    for bad, said in [
+        (["max_num_seqs"], "expected KEY=VALUE[,VALUE...]"),
+        (["max_num_seqs=1", "max_num_seqs=2"], "names max_num_seqs twice"),
+    ]:
+        with pytest.raises(tune.TuneError, match=re.escape(said)):
+            tune.parse_grid(bad)
+
+
+def test_a_point_sets_vllm_options_and_the_fabric_variables() -> None:
+    point = {"max_num_seqs": 16, "rails": "dual", "transport": "socket"}
+    assert tune.point_variables(point) == {
+        "llmfleet_tuned_overrides": {"max_num_seqs": 16},
+        "llmfleet_fabric_ports": [1, 2],
+        "llmfleet_nccl_mode": "socket",
+    }
+    assert tune.needs_whole_site(point) and not tune.needs_whole_site({"max_num_seqs": 8})
+
+
+def test_bad_keys_and_values_are_named_before_anything_runs() -> None:
+    problems = tune.grid_problems(
+        {"max_num_seqs": [8, 0], "max_num_sqs": [1], "rails": ["triple"], "dtype": ["fp3"]}, ROOT
+    )
+    assert problems[0].startswith("grid key max_num_seqs: vLLM profile max_num_seqs is 0;")
+    assert problems[1].startswith("grid key max_num_sqs is not a vLLM profile option")
+    assert problems[2] == "grid key rails has 'triple'; expected one of ['single', 'dual']"
+    assert problems[3].startswith("grid key dtype: vLLM profile dtype is 'fp3'")
+    assert tune.grid_problems(tune.DEFAULT_GRID | tune.SPARK_GRID, ROOT) == []
+
+
+def result(point: dict[str, Any], ttft: dict[str, float], rate: dict[str, float]) -> dict:
+    return {
+        "point": point,
+        "measured": {
+            name: {"ttft_p99_s": ttft[name], "output_tokens_per_s": rate[name], "errors": 0}
+            for name in ttft
+        },
+    }
+
+
+def test_the_winner_has_the_lowest_worst_ttft_among_the_fast_enough() -> None:
+    results = [
+        # Lowest TTFT, but 20% less output at 8 sessions: it cannot win.
+        result({"n": 1}, {"c4": 0.1, "c8": 0.2}, {"c4": 100, "c8": 80}),
+        result({"n": 2}, {"c4": 0.2, "c8": 0.5}, {"c4": 100, "c8": 100}),
+        result({"n": 3}, {"c4": 0.4, "c8": 0.3}, {"c4": 95, "c8": 92}),
+        {"point": {"n": 4}, "error": "not served: spark-1: Wait for vLLM: exited"},
+    ]
+    assert tune.choose(results) == 2
+    assert [r["verdict"] for r in results] == [
+        "output tokens/s more than 10% below the best in c8",
+        "eligible",
+        "winner",
+        "not served: spark-1: Wait for vLLM: exited",
+    ]
+    assert tune.choose([results[3]]) is None
+
+
+def sweep_record(winner: int | None = 1) -> dict[str, Any]:
+    results = [
+        result({"max_num_seqs": 1}, {"sessions_c4": 2.5}, {"sessions_c4": 20.0}),
+        result({"max_num_seqs": 8}, {"sessions_c4": 0.4}, {"sessions_c4": 60.0}),
+    ]
+    tune.choose(results)
+    return {
+        "inventory": "inventory/lab",
+        "started": "20261125T020000Z",
+        "grid": {"max_num_seqs": [1, 8]},
+        "sessions": [4],
+        "shape": {"kind": "session", "turns": 3},
+        "scenarios": ["sessions_c4"],
+        "throughput_slack": 0.1,
+        "points": results,
+        "winner": winner,
+        "tuned_file": "inventory/lab/group_vars/all/tuned.yml",
+    }
+
+
+def test_the_report_lists_every_point_and_marks_the_winner() -> None:
+    markdown = tune_report.render_markdown(sweep_record())
+    assert "- **Winner: point 2**, max_num_seqs=8, kept in" in markdown
+    assert "| 1 | 1 | 2500 | 20.0 | output tokens/s more than 10% below the best in" in markdown
+    assert "| 2 | 8 | 400 | 60.0 | **winner** |" in markdown
+    pytest.importorskip("matplotlib")
+    assert tune_report.render_png(sweep_record()).startswith(b"\x89PNG")
+
+
+def test_the_bar_counts_points() -> None:
+    assert sweep_line(0, 2, "max_num_seqs=1: serving").startswith("tune [" + "." * 24 + "] 1/2")
+    assert sweep_line(1.5, 2, "x").startswith("tune [" + "#" * 18 + "." * 6 + "] 2/2")
+
+
+# A stand-in for the real playbooks: serving records the point, the benchmark answers
+# slower with fewer sequences than sessions.
+SITE = """\
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Serve the point
+      tags: [vllm_server]
+      ansible.builtin.copy:
+        content: "{{ llmfleet_tuned_overrides | default({}) | to_json }}"
+        dest: "{{ served_file }}"
+        mode: "0600"
+"""
+BENCH = """\
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Measure
+      vars:
+        seqs: "{{ (llmfleet_tuned_overrides | default({})).max_num_seqs | default(8) | int }}"
+        sessions: "{{ benchmark_scenarios | selectattr('kind', 'defined') | list }}"
+      ansible.builtin.copy:
+        content: >-
+          {{ {'benchmark': {'scenarios': benchmark_scenarios[:1] + sessions | map('combine',
+          {'errors': 0, 'output_tokens_per_s': 60.0 / ([4, seqs | int] | max) * (seqs | int),
+           'ttft_s': {'p99': 2.0 / (seqs | int)}}) | list}} | to_json }}
+        dest: "{{ benchmark_results_dir }}/bench-20261125T020000Z.json"
+        mode: "0600"
+"""
+
+
+def test_a_sweep_serves_each_point_measures_it_and_keeps_the_winner(
+    fake_collection: FakeCollection,
+) -> None:
+    root = fake_collection.root
+    (root / "plugins/filter").mkdir(parents=True)
+    shutil.copy(ROOT / "plugins/filter/vllm.py", root / "plugins/filter/vllm.py")
+    inventory = root / "inventory"
+    (inventory / "group_vars/all").mkdir(parents=True)
+    shutil.move(fake_collection.inventory, inventory / "hosts.ini")
+    (inventory / "hosts.ini").write_text("[sparks]\n" + (inventory / "hosts.ini").read_text())
+    served = root / "served.json"
+    (inventory / "group_vars/all/bench.yml").write_text(
+        yaml.safe_dump(
+            {
+                "served_file": str(served),
+                "benchmark_scenarios": [
+                    {"name": "s", "kind": "session", "sessions": 2, "turns": 3, "max_tokens": 8}
+                ],
+            }
+        )
+    )
+    fake_collection.write_site(SITE)
+    (root / "playbooks/bench.yml").write_text(BENCH)
+    sweep = Sweep(
+        root,
+        inventory,
+        extravars=[],
+        console=Console(),
+        plain=True,
+        verbosity=0,
+        runs=root / "runs",
+    )
+    code, report = sweep.run({"max_num_seqs": [1, 8, 2]}, [4])
+    assert code == ExitCode.OK
+    record = json.loads(report.read_text())
+    assert [r["point"] for r in record["points"]] == [
+        {"max_num_seqs": 1}, {"max_num_seqs": 8}, {"max_num_seqs": 2},
+    ]  # fmt: skip
+    assert record["winner"] == 1 and record["shape"]["turns"] == 3
+    # The session scenario measured came from the inventory's shape, at 4 sessions.
+    bench = json.loads(Path(record["points"][1]["bench"]).read_text())
+    assert [(s["name"], s.get("sessions")) for s in bench["benchmark"]["scenarios"]] == [
+        ("warmup", None), ("sessions_c4", 4),
+    ]  # fmt: skip
+    tuned = inventory / "group_vars/all/tuned.yml"
+    assert yaml.safe_load(tuned.read_text()) == {"llmfleet_tuned_overrides": {"max_num_seqs": 8}}
+    # The last run served the winner from the file it wrote.
+    assert json.loads(served.read_text()) == {"max_num_seqs": 8}
+    assert "**winner**" in report.with_suffix(".md").read_text()
+
+
+def test_the_cli_refuses_a_bad_grid_before_any_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMFLEET_HOME", str(ROOT))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        app, ["tune", "-i", "inventory/sparks", "--grid", "max_num_seqs=16,-1", "--plain"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "grid key max_num_seqs: vLLM profile max_num_seqs is -1" in " ".join(
+        result.output.split()
+    )
+    assert "PLAY" not in result.output
