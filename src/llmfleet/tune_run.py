@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from llmfleet.bench_progress import BAR_WIDTH, progress_line
+from llmfleet.bench_progress import BAR_WIDTH, bench_fraction, progress_line, read_progress
 from llmfleet.run_outcome import ExitCode, RunResult
 from llmfleet.runner import run_playbook
 from llmfleet.tune import (
@@ -40,15 +40,6 @@ def sweep_line(done: float, total: int, text: str) -> str:
     benchmark starts."""
     filled = min(BAR_WIDTH, int(BAR_WIDTH * done / total)) if total else 0
     return f"tune [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {int(done) + 1}/{total} {text}"
-
-
-def _bench_fraction(progress_file: Path) -> float:
-    try:
-        data = json.loads(progress_file.read_text(encoding="utf-8"))
-        index, count = int(data["scenario_index"]), int(data["scenarios"])
-        return (index - 1 + int(data["done"]) / max(1, int(data["requests"]))) / max(1, count)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0.0
 
 
 def _failure(result: RunResult) -> str:
@@ -115,15 +106,17 @@ class Sweep:
             # Counted, not fatal: a point with errors cannot win (choose), the sweep goes on.
             "benchmark_max_errors": 1_000_000,
         }
-        measuring = self.play(
-            self.root / "playbooks" / "bench.yml",
-            [variables, bench],
-            None,
-            lambda: sweep_line(
-                number - 1 + 0.5 + 0.5 * _bench_fraction(progress),
+
+        def status() -> str:
+            read = read_progress(progress)
+            return sweep_line(
+                number - 1 + 0.5 + 0.5 * bench_fraction(read),
                 total,
-                f"{label}: {progress_line(progress) or 'benchmark starting'}",
-            ),
+                f"{label}: {progress_line(progress, read) or 'benchmark starting'}",
+            )
+
+        measuring = self.play(
+            self.root / "playbooks" / "bench.yml", [variables, bench], None, status
         )
         records = sorted(folder.glob("bench-*.json"))
         if measuring.exit_code != ExitCode.OK or not records:
