@@ -25,6 +25,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor_fabric im
     check_rdma_traffic,
     check_socket_interface,
 )
+from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor_mac import mac_findings
 
 
 def check_ray_client(docs):
@@ -290,5 +291,8 @@ CHECKS = (
 
 
 def findings(docs):
-    """Every check's findings over the hosts' evidence, in the order of CHECKS."""
-    return [found for check in CHECKS for found in check(docs)]
+    """Every check's findings over the hosts' evidence, in the order of CHECKS; a Mac's
+    (``platform: macos``, vllm-mlx under launchd) from its own checks (_doctor_mac.py)."""
+    macs = [doc for doc in docs if doc.get("platform") == "macos"]
+    servers = [doc for doc in docs if doc.get("platform") != "macos"]
+    return [found for check in CHECKS for found in check(servers)] + mac_findings(macs)

@@ -1,6 +1,7 @@
-"""The log lines of ``llmfleet logs``: journal entries (``journalctl --output=json``) and container
-output (``ENGINE logs --timestamps``) of every host as one kind of entry, merged in time order,
-and the ``--since`` a user types as a moment."""
+"""The log lines of ``llmfleet logs``: journal entries (``journalctl --output=json``), container
+output (``ENGINE logs --timestamps``) and time-stamped log files (a Mac's vllm-mlx) of every
+host as one kind of entry, merged in time order, and the ``--since`` a user types as a
+moment."""
 
 from __future__ import annotations
 
@@ -111,21 +112,32 @@ def container_entries(host: str, name: str, lines: list[str]) -> list[Entry]:
     return entries
 
 
-def host_entries(document: dict[str, Any]) -> list[Entry]:
-    """The entries of one host's document (what playbooks/logs.yml writes)."""
+def host_entries(document: dict[str, Any], since: float | None = None) -> list[Entry]:
+    """The entries of one host's document (what playbooks/logs.yml writes): its journal, its
+    containers' output and the log files it read (a Mac's vllm-mlx, whose launcher stamps each
+    line as ``docker logs --timestamps`` does). A file is read whole to its end: its entries
+    before ``since`` are dropped here (journalctl and the engines drop theirs themselves)."""
     host = document["host"]
     entries = journal_entries(host, document.get("journal") or "")
     for result in document.get("containers") or []:
         if result.get("rc") == 0:
             output = list(result.get("stdout_lines") or []) + list(result.get("stderr_lines") or [])
             entries.extend(container_entries(host, str(result["item"]), output))
+    for result in document.get("files") or []:
+        if result.get("rc") == 0:
+            lines = list(result.get("stdout_lines") or [])
+            entries.extend(
+                entry
+                for entry in container_entries(host, str(result["item"]), lines)
+                if since is None or entry.time >= since
+            )
     return entries
 
 
-def merged(documents: list[dict[str, Any]]) -> list[Entry]:
+def merged(documents: list[dict[str, Any]], since: float | None = None) -> list[Entry]:
     """Every host's entries in time order (a stable sort: one source's order is kept)."""
     return sorted(
-        (entry for document in documents for entry in host_entries(document)),
+        (entry for document in documents for entry in host_entries(document, since)),
         key=lambda entry: entry.time,
     )
 

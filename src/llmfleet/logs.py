@@ -2,9 +2,10 @@
 host-prefixed and merged in time order; ``--follow`` goes on streaming them.
 
 ``playbooks/logs.yml`` reads each host's journal (``journalctl --output=json``) and container
-output (``ENGINE logs --timestamps``) and writes one JSON document per host; this module merges
-and prints them. Following runs ``journalctl -f`` (from the last entry's cursor) and ``ENGINE
-logs -f`` on each host over SSH, since Ansible cannot stream a command's output.
+output (``ENGINE logs --timestamps``), or a Mac's vllm-mlx log file, and writes one JSON
+document per host; this module merges and prints them. Following runs ``journalctl -f`` (from
+the last entry's cursor), ``ENGINE logs -f`` and ``tail -F`` on each host over SSH, since
+Ansible cannot stream a command's output.
 """
 
 from __future__ import annotations
@@ -64,14 +65,22 @@ def follow_commands(
     document: dict[str, Any], entries: list[Entry], access: HostAccess
 ) -> list[tuple[str, list[str]]]:
     """What streams one host's logs on from where the backlog stopped: ``journalctl -f`` after
-    the newest entry's cursor (the journal's own bookmark: nothing lost, nothing twice), and
-    ``ENGINE logs -f`` since just after each container's newest line."""
+    the newest entry's cursor (the journal's own bookmark: nothing lost, nothing twice),
+    ``ENGINE logs -f`` since just after each container's newest line, and ``tail -F`` of each
+    log file from its end (what a Mac logged in the second between the read and the follow
+    is not shown)."""
     host = document["host"]
-    journal = ["journalctl", "--no-pager", "--output=json", "--follow", JOURNAL_FIELDS]
-    cursor = last_cursor(entries, host)
-    journal += [f"--after-cursor={cursor}"] if cursor else ["--lines=0"]
-    journal += list(document.get("unit_args") or [])
-    commands = [("journal", access.command(journal))]
+    commands: list[tuple[str, list[str]]] = []
+    # A Mac has no journal (None): its vllm-mlx writes a file, followed from its end.
+    if document.get("journal") is not None:
+        journal = ["journalctl", "--no-pager", "--output=json", "--follow", JOURNAL_FIELDS]
+        cursor = last_cursor(entries, host)
+        journal += [f"--after-cursor={cursor}"] if cursor else ["--lines=0"]
+        journal += list(document.get("unit_args") or [])
+        commands.append(("journal", access.command(journal)))
+    for result in document.get("files") or []:
+        argv = ["tail", "-n", "0", "-F", str(result["path"])]
+        commands.append((str(result["item"]), access.command(argv)))
     for result in document.get("containers") or []:
         if result.get("rc") != 0:
             continue
@@ -219,7 +228,7 @@ def logs(  # noqa: PLR0917 - typer maps parameters to options
     if not documents:
         raise typer.Exit(int(result.exit_code) or int(ExitCode.NOT_STARTED))
     console = Console()
-    entries = merged(documents)
+    entries = merged(documents, float(settings["llmfleet_logs_since"]) if since else None)
     printer = Printer(console, [document["host"] for document in documents])
     for entry in entries:
         printer.print(entry)

@@ -1,8 +1,9 @@
 """``llmfleet status``: what every serving host of an inventory runs, on one screen or as JSON.
 
 ``playbooks/status.yml`` reads each host (the module ``llmfleet.cluster.node_status``, the GPUs'
-free memory, vLLM's health and model, Ray's nodes) without changing anything and writes one JSON
-document per host; this module runs it and lays the documents out side by side, a column per
+free memory, vLLM's health and model, Ray's nodes; on a Mac the mlx_server role's status entry
+point: its launchd agent, health, memory and swap) without changing anything and writes one
+JSON document per host; this module runs it and lays the documents out side by side, a column per
 host.
 """
 
@@ -200,6 +201,56 @@ def memory_text(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def mac_agent_text(document: dict[str, Any]) -> str:
+    """A Mac's vllm-mlx launchd agent: running with its PID, or why not."""
+    agent = document["mlx"]["agent"]
+    name = "{} (launchd)".format(agent["label"])
+    if not agent["installed"]:
+        return _colour(None, f"{name} not installed")
+    if not agent["loaded"]:
+        return _colour(False, f"{name} installed, not loaded")
+    if not agent["running"]:
+        return _colour(
+            False, "{} not running, last exit status {}".format(name, agent["last_exit_status"])
+        )
+    return _colour(True, "{} running, PID {}".format(name, agent["pid"]))
+
+
+def mac_vllm_text(document: dict[str, Any]) -> str:
+    mlx = document["mlx"]
+    if mlx["health"] == 200:
+        return _colour(True, "vllm-mlx healthy: " + (", ".join(mlx["models"]) or "no model listed"))
+    return _colour(False, "vllm-mlx not answering: " + (mlx["health_error"] or str(mlx["health"])))
+
+
+def mac_memory_text(document: dict[str, Any]) -> str:
+    """Unified memory, and swap: macOS always has swap files; swap in use while it serves
+    means the model and its cache do not fit."""
+    memory = document["mlx"]["memory"]
+    swap = memory["swap"]
+    text = "swap in use: {} of {}".format(_gib(swap["used_bytes"]), _gib(swap["total_bytes"]))
+    return "unified memory {}\n{}".format(
+        _gib(memory["total_bytes"]), _colour(not swap["used_bytes"], text)
+    )
+
+
+# A Mac (vllm-mlx, one process, no Ray, no fabric): its rows; the others show "-".
+MAC_ROWS: dict[str, Any] = {
+    "running": mac_agent_text,
+    "vLLM": mac_vllm_text,
+    "serves": lambda document: escape("model " + document["mlx"]["served_model_name"]),
+    "layout": lambda _document: "one vllm-mlx process (MLX, unified memory)",
+    "memory": mac_memory_text,
+}
+
+
+def cell(title: str, render: Any, document: dict[str, Any]) -> str:
+    """One host's text for one row: a Mac's from MAC_ROWS, any other host's from ROWS."""
+    if document.get("platform") == "macos":
+        return str(MAC_ROWS.get(title, lambda _document: "-")(document))
+    return str(render(document))
+
+
 ROWS: tuple[Row, ...] = (
     ("running", units_text),
     ("vLLM", vllm_text),
@@ -220,7 +271,7 @@ def status_table(documents: dict[str, dict[str, Any]], missing: dict[str, str]) 
         table.add_column(escape(host))
     for number, (title, render) in enumerate(ROWS):
         cells = [
-            render(documents[host])
+            cell(title, render, documents[host])
             if host in documents
             else (_colour(False, missing[host]) if number == 0 else "")
             for host in hosts
@@ -274,7 +325,9 @@ def status(
     result, documents = run_status_playbook(root, inventory, extravars, limit, verbose)
     missing = missing_hosts(result, documents)
     if not documents and not missing:
-        raise fail(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
+        raise fail(
+            f"{inventory} has no serving host (no host in the sparks, gh200 or mac_studios group)"
+        )
     if as_json:
         typer.echo(
             json.dumps(

@@ -112,3 +112,47 @@ def test_an_unreachable_host_shows_why_and_the_json_has_everything(screen: Any) 
     data = json.loads(result.stdout)
     assert data["hosts"]["spark-1"]["vllm"]["models"] == ["tiny-lab"]
     assert data["not_read"] == {"spark-2": "unreachable: ssh: connect timed out"}
+
+
+def mac_document(**agent: Any) -> dict[str, Any]:
+    """What the mlx_server role's status entry point reads on a Mac Studio."""
+    return {
+        "host": "mac-studio-1",
+        "platform": "macos",
+        "mlx": {
+            "time": 1_000_000.0,
+            "agent": {"label": "com.llmfleet.vllm-mlx", "installed": True, "loaded": True,
+                      "running": True, "pid": 48211, "last_exit_status": 0,
+                      "plist": "/Users/dev/Library/LaunchAgents/com.llmfleet.vllm-mlx.plist",
+                      **agent},
+            "url": "http://127.0.0.1:8000",
+            "served_model_name": "qwen2.5-coder-32b",
+            "health": 200 if agent.get("running", True) else None,
+            "health_error": None if agent.get("running", True) else "Connection refused",
+            "models": ["qwen2.5-coder-32b"] if agent.get("running", True) else [],
+            "memory": {"total_bytes": 192 * GIB,
+                       "swap": {"total_bytes": 2 * GIB, "used_bytes": 0}},
+            "log": {"path": "/Users/dev/Library/Logs/llmfleet/vllm-mlx.log", "lines": []},
+        },
+        "benchmark": None,
+    }  # fmt: skip
+
+
+def test_a_mac_shows_its_launchd_agent_health_and_swap(screen: Any) -> None:
+    result = screen({"mac-studio-1": mac_document()}, [])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "com.llmfleet.vllm-mlx (launchd) running, PID 48211" in text
+    assert "vllm-mlx healthy: qwen2.5-coder-32b" in text
+    assert "one vllm-mlx process (MLX, unified memory)" in text
+    assert "unified memory 192.0 GiB" in text and "swap in use: 0.0 GiB of 2.0 GiB" in text
+    stopped = screen(
+        {"mac-studio-1": mac_document(running=False, pid=None, last_exit_status=1)}, []
+    )
+    text = " ".join(stopped.output.split())
+    assert "com.llmfleet.vllm-mlx (launchd) not running, last exit status 1" in text
+    assert "vllm-mlx not answering: Connection refused" in text
+    absent = screen(
+        {"mac-studio-1": mac_document(installed=False, loaded=False, running=False)}, []
+    )
+    assert "com.llmfleet.vllm-mlx (launchd) not installed" in " ".join(absent.output.split())

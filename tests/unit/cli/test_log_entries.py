@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from llmfleet.host_access import HostAccess
 from llmfleet.log_entries import (
     Entry,
     container_entries,
@@ -18,6 +19,7 @@ from llmfleet.log_entries import (
     parse_since,
     plain_line,
 )
+from llmfleet.logs import follow_commands
 
 NOW = 1_795_550_000.0
 
@@ -117,3 +119,57 @@ def test_hosts_merge_in_time_order_and_the_last_cursor_is_the_hosts_newest() -> 
     assert last_cursor(entries, "spark-3") is None
     assert plain_line(entries[0], 8) == "1970-01-01T00:00:01.000Z spark-1  llmfleet-vllm | a"
     assert format_time(0.5) == "1970-01-01T00:00:00.500Z"
+
+
+MAC = {
+    "host": "mac-studio-1",
+    "journal": None,
+    "unit_args": [],
+    "containers": [],
+    "files": [
+        {
+            "item": "vllm-mlx",
+            "path": "/Users/dev/Library/Logs/llmfleet/vllm-mlx.log",
+            "rc": 0,
+            "stdout_lines": [
+                "1970-01-01T00:00:01.500000Z INFO loading the model",
+                "1970-01-01T00:00:05.000000Z INFO Uvicorn running on http://0.0.0.0:8000",
+            ],
+        }
+    ],
+}
+
+
+def test_a_macs_log_file_merges_by_its_launchers_stamps_and_since_drops_older_lines() -> None:
+    spark_1 = {
+        "host": "spark-1",
+        "journal": journal_line(3_000_000, "llmfleet-vllm.service", "c", "s1-1"),
+        "containers": [],
+    }
+    entries = merged([spark_1, MAC])
+    assert [(e.host, e.source, e.message) for e in entries] == [
+        ("mac-studio-1", "vllm-mlx", "INFO loading the model"),
+        ("spark-1", "llmfleet-vllm", "c"),
+        ("mac-studio-1", "vllm-mlx", "INFO Uvicorn running on http://0.0.0.0:8000"),
+    ]
+    # The journal was read --since already; the file is cut here.
+    assert [e.message for e in merged([MAC], since=2.0)] == [
+        "INFO Uvicorn running on http://0.0.0.0:8000"
+    ]
+    # A log file that is not there yet (never started) gives nothing.
+    missing = {**MAC, "files": [{**MAC["files"][0], "rc": 1, "stdout_lines": []}]}
+    assert merged([missing]) == []
+
+
+def test_following_a_mac_tails_its_log_file_and_no_journal() -> None:
+    access = HostAccess("mac-studio-1", ("ssh", "mac-studio-1"), ())
+    assert follow_commands(MAC, merged([MAC]), access) == [
+        (
+            "vllm-mlx",
+            ["ssh", "mac-studio-1", "tail -n 0 -F /Users/dev/Library/Logs/llmfleet/vllm-mlx.log"],
+        )
+    ]
+    spark = {"host": "spark-1", "journal": "", "unit_args": ["--unit=llmfleet-vllm.service"]}
+    ((source, argv),) = follow_commands(spark, [], HostAccess("spark-1", (), ()))
+    assert source == "journal" and argv[:2] == ["journalctl", "--no-pager"]
+    assert argv[-2:] == ["--lines=0", "--unit=llmfleet-vllm.service"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from llmfleet.log_entries import container_entries, container_time
 from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
@@ -136,7 +137,52 @@ def test_the_launcher_hands_the_key_to_vllm_mlx_but_not_to_ps(
         check=True,
         env={**os.environ, "PYTHONPATH": str(tmp_path), "VLLM_MLX_API_KEY": "mlx-secret"},
     )
-    seen = json.loads(proc.stdout)
+    stamped = container_time(proc.stdout.strip())
+    assert stamped is not None, proc.stdout
+    seen = json.loads(stamped[1])
     assert seen["argv"] == ["serve", "some/model", "--port", "8003", "--api-key", "mlx-secret"]
     assert "mlx-secret" not in " ".join(seen["cmdline"])
     assert seen["env_key"] is None, "the key stays in the environment of vllm-mlx's children"
+
+
+def test_every_line_the_launcher_passes_on_starts_with_its_time(
+    rendered: Path, tmp_path: Path
+) -> None:
+    """launchd's log file has no times of its own: each line vllm-mlx writes, whole or in
+    pieces, on stdout or stderr, gets the time `llmfleet logs` merges hosts by."""
+    package = tmp_path / "vllm_mlx"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(
+        "import logging, sys\n"
+        "def main():\n"
+        "    logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
+        "    sys.stdout.write('loading the model')\n"
+        "    sys.stdout.write(' ... done\\nserving\\n')\n"
+        "    logging.info('Uvicorn running on http://0.0.0.0:8003')\n"
+        "    print('two\\nlines')\n"
+        "    return 0\n"
+    )
+    log = tmp_path / "vllm-mlx.log"
+    with log.open("w") as handle:
+        subprocess.run(
+            [sys.executable, str(rendered / "llmfleet-vllm-mlx"), "serve", "some/model"],
+            stdout=handle,
+            stderr=handle,
+            text=True,
+            timeout=60,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        )
+    lines = log.read_text().splitlines()
+    assert all(container_time(line) is not None for line in lines), lines
+    entries = container_entries("mac-studio-1", "vllm-mlx", lines)
+    assert sorted(entry.message for entry in entries) == sorted(
+        [
+            "loading the model ... done",
+            "serving",
+            "INFO Uvicorn running on http://0.0.0.0:8003",
+            "two",
+            "lines",
+        ]
+    )

@@ -1,0 +1,70 @@
+"""Parsers of launchctl list and sysctl vm.swapusage, on what a Mac Studio prints."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.macos import (
+    FilterModule,
+    launchd_job,
+    macos_swap,
+)
+
+LABEL = "com.llmfleet.vllm-mlx"
+LAUNCHCTL_LIST = (
+    "PID\tStatus\tLabel\n"
+    "-\t0\tcom.apple.SafariHistoryServiceAgent\n"
+    "612\t0\tcom.apple.Finder\n"
+    "48211\t0\tcom.llmfleet.vllm-mlx\n"
+    "-\t-9\tcom.llmfleet.claude-code-router\n"
+)
+
+
+def test_a_running_job() -> None:
+    assert launchd_job(LAUNCHCTL_LIST, LABEL) == {
+        "label": LABEL,
+        "loaded": True,
+        "running": True,
+        "pid": 48211,
+        "last_exit_status": 0,
+    }
+
+
+def test_a_job_that_exited_by_a_signal_is_loaded_without_a_process() -> None:
+    job = launchd_job(LAUNCHCTL_LIST, "com.llmfleet.claude-code-router")
+    assert (job["loaded"], job["running"], job["pid"], job["last_exit_status"]) == (
+        True,
+        False,
+        None,
+        -9,
+    )
+
+
+def test_a_job_launchd_does_not_list_is_not_loaded() -> None:
+    assert launchd_job(LAUNCHCTL_LIST.replace(LABEL, "com.example.other"), LABEL)["loaded"] is False
+    # A label that only starts like ours is another job.
+    assert launchd_job("1\t0\tcom.llmfleet.vllm-mlx-old\n", LABEL)["loaded"] is False
+
+
+@pytest.mark.parametrize(
+    ("text", "total", "used"),
+    [
+        ("total = 2048.00M  used = 1034.25M  free = 1013.75M  (encrypted)", 2048, 1034.25),
+        ("vm.swapusage: total = 0.00M  used = 0.00M  free = 0.00M  (encrypted)", 0, 0),
+        ("total = 3.00G  used = 1.50G  free = 1.50G  (encrypted)", 3072, 1536),
+    ],
+)
+def test_swap_usage(text: str, total: float, used: float) -> None:
+    assert macos_swap(text) == {
+        "total_bytes": int(total * 1024**2),
+        "used_bytes": int(used * 1024**2),
+    }
+
+
+def test_swap_usage_that_is_not_one_names_what_it_read() -> None:
+    with pytest.raises(AnsibleFilterError, match="no swap usage in 'sysctl: unknown oid'"):
+        macos_swap("sysctl: unknown oid\n")
+
+
+def test_the_filters_are_registered() -> None:
+    assert set(FilterModule().filters()) == {"launchd_job", "macos_swap"}
