@@ -106,21 +106,27 @@ def test_claude_code_router_agent(rendered: Path) -> None:
     assert plist["StandardOutPath"] == f"{HOME}/Library/Logs/llmfleet/claude-code-router.log"
 
 
+def stand_in_vllm_mlx(folder: Path, cli: str) -> None:
+    """A package vllm_mlx in ``folder`` whose ``cli.main`` is ``cli``'s, for the launcher."""
+    package = folder / "vllm_mlx"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text(cli)
+
+
 def test_the_launcher_hands_the_key_to_vllm_mlx_but_not_to_ps(
     rendered: Path, tmp_path: Path
 ) -> None:
     """The launcher with a stand-in vllm_mlx.cli that reports what it received and what
     the process's command line (what ps shows) holds."""
-    package = tmp_path / "vllm_mlx"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "cli.py").write_text(
+    stand_in_vllm_mlx(
+        tmp_path,
         "import json, os, sys\n"
         "def main():\n"
         "    cmdline = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
         "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': [c.decode() for c in cmdline if c],"
         " 'env_key': os.environ.get('VLLM_MLX_API_KEY')}))\n"
-        "    return 0\n"
+        "    return 0\n",
     )
     proc = subprocess.run(
         [
@@ -150,10 +156,8 @@ def test_every_line_the_launcher_passes_on_starts_with_its_time(
 ) -> None:
     """launchd's log file has no times of its own: each line vllm-mlx writes, whole or in
     pieces, on stdout or stderr, gets the time `llmfleet logs` merges hosts by."""
-    package = tmp_path / "vllm_mlx"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "cli.py").write_text(
+    stand_in_vllm_mlx(
+        tmp_path,
         "import logging, sys\n"
         "def main():\n"
         "    logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
@@ -161,7 +165,7 @@ def test_every_line_the_launcher_passes_on_starts_with_its_time(
         "    sys.stdout.write(' ... done\\nserving\\n')\n"
         "    logging.info('Uvicorn running on http://0.0.0.0:8003')\n"
         "    print('two\\nlines')\n"
-        "    return 0\n"
+        "    return 0\n",
     )
     log = tmp_path / "vllm-mlx.log"
     with log.open("w") as handle:
