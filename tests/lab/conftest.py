@@ -138,7 +138,8 @@ def changed_counts(output: str) -> dict[str, int]:
 
 
 def session_lab(name: str) -> Iterator[Lab]:
-    """A lab up for the test session, down at its end."""
+    """A lab up for its fixture's scope (the test session, or the bare lab's package), down at
+    its end."""
     # What an interrupted earlier session left (a half-removed lab) must not decide this one.
     llmfleet("lab", "down", "--name", name)
     llmfleet("lab", "up", "--name", name)
