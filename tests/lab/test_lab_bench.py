@@ -276,6 +276,9 @@ def against_the_server(lab: Lab, tool: Callable[[], dict[str, float]]) -> dict[s
     }
 
 
+# Extended: a measurement of our load generator against vllm bench (3 rounds each, the
+# machine to itself); make test leaves it out to stay within CI's time (Makefile).
+@pytest.mark.extended
 def test_our_numbers_agree_with_vllm_bench_serve(lab: Lab, site, machine_to_itself) -> None:
     """Both tools in turn, ROUNDS times each on the same endpoint, each run held against the
     server's own counters for its requests: the request and token counts match exactly, and

@@ -133,6 +133,9 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) 
     assert answers(lab)
 
 
+# Extended: the switch and its record are walked by the broken image's upgrade too (up to
+# its rollback); make test leaves it out to stay within CI's time (Makefile).
+@pytest.mark.extended
 def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
     # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
     run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2", "--bench-gate", "50")
@@ -150,6 +153,9 @@ def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
     assert answers(lab)
 
 
+# Extended: the rollback is walked by the broken image's upgrade too; the gate's judgement
+# by tests/unit/cli and the upgrade unit tests. make test leaves it out (Makefile).
+@pytest.mark.extended
 def test_a_slower_profile_fails_the_benchmark_gate_and_is_rolled_back(lab: Lab, in_docker) -> None:
     profiles = json.dumps({"vllm_server_profiles": SERIAL_PROFILES})
     run = upgrade(lab, "--profile", "tiny_lab_serial", "--bench-gate", "25", "-e", profiles)

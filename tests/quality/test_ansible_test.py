@@ -112,6 +112,9 @@ def test_ansible_test_sanity(collection_copy: Path) -> None:
     ansible_test(collection_copy, "sanity", timeout=900)
 
 
+# Extended: the same unit tests make test runs with pytest, through ansible-test's runner;
+# make test leaves it out to stay within CI's time (Makefile).
+@pytest.mark.extended
 def test_ansible_test_units(collection_copy: Path) -> None:
     if importlib.util.find_spec("xdist") is None:
         pytest.fail("ansible-test units runs pytest -n: install the dev extras (make venv)")
