@@ -154,7 +154,7 @@ def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
 
 
 # Extended: the rollback is walked by the broken image's upgrade too; the gate's judgement
-# by tests/unit/cli and the upgrade unit tests. make test leaves it out (Makefile).
+# by tests/unit/plugins/filter/test_bench.py. make test leaves it out (Makefile).
 @pytest.mark.extended
 def test_a_slower_profile_fails_the_benchmark_gate_and_is_rolled_back(lab: Lab, in_docker) -> None:
     profiles = json.dumps({"vllm_server_profiles": SERIAL_PROFILES})
