@@ -65,9 +65,12 @@ def molecule_labs() -> Iterator[set[str]]:
 @pytest.mark.parametrize(
     ("group", "scenario"),
     [
-        pytest.param(group, scenario, id=scenario, marks=[pytest.mark.extended])
-        if group in EXTENDED_GROUPS
-        else pytest.param(group, scenario, id=scenario)
+        pytest.param(
+            group,
+            scenario,
+            id=scenario,
+            marks=[pytest.mark.extended] if group in EXTENDED_GROUPS else [],
+        )
         for group, scenario in CASES
     ],
 )
