@@ -1,3 +1,5 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
 """Load the Jinja filter and test plugins that the roles use once, in the controller, before
 Ansible forks a worker per task and host.
 

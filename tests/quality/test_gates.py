@@ -7,6 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = sorted(["site.yml", *(str(p.relative_to(ROOT)) for p in ROOT.glob("playbooks/*.yml"))])
@@ -74,6 +75,24 @@ def test_ansible_doc_renders(kind: str, name: str) -> None:
     assert_ok(proc)
     assert "EXAMPLES" in proc.stdout
     assert "RETURN" in proc.stdout or "RETURN VALUES" in proc.stdout
+
+
+@pytest.mark.parametrize("name", plugin_names("callback"))
+def test_ansible_doc_renders_each_callback(name: str) -> None:
+    proc = run("ansible-doc", "-t", "callback", f"llmfleet.cluster.{name}")
+    assert_ok(proc)
+    assert "OPTIONS" in proc.stdout and "REQUIREMENTS" in proc.stdout
+
+
+def test_the_checkout_and_molecule_run_with_the_preload_callback() -> None:
+    """ansible-playbook from the checkout (and llmfleet, which pins its ansible.cfg) and the
+    molecule scenarios, whose ansible.cfg molecule writes, both enable it."""
+    assert (
+        "callbacks_enabled = llmfleet.cluster.preload_filters" in (ROOT / "ansible.cfg").read_text()
+    )
+    molecule = yaml.safe_load((ROOT / ".config/molecule/config.yml").read_text())
+    defaults = molecule["provisioner"]["config_options"]["defaults"]
+    assert defaults["callbacks_enabled"] == "llmfleet.cluster.preload_filters"
 
 
 def test_collection_builds(tmp_path: Path) -> None:

@@ -65,8 +65,3 @@ def test_without_it_the_worker_imports_every_filter_file_of_the_collection() -> 
     assert result["found"] == [True, True]
     ours = {Path(path).name for path in result["imported"] if "/llmfleet/cluster/" in path}
     assert ours == {path.name for path in (REPO / "plugins" / "filter").glob("*.py")}
-
-
-def test_the_collection_config_enables_it() -> None:
-    config = (REPO / "ansible.cfg").read_text()
-    assert "callbacks_enabled = llmfleet.cluster.preload_filters" in config
