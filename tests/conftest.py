@@ -38,10 +38,12 @@ def worker_group(nodeid: str) -> str:
     (the `lab` session fixture) runs in one worker, in the order tests/lab/conftest.py
     gives them: a session fixture is per worker, and two workers would start two labs of the
     same name. The tests that start labs of their own (the bare lab's, molecule's groups, the
-    lifecycle labs) run in a group of their own, the tests without a lab in a third; the
-    second worker takes those one after the other. Read from the test's id: the controller
-    knows nothing else."""
+    lifecycle labs) run in a group of their own, the tests without a lab in two more (the
+    quality gates, the rest), which go to whichever worker is done first. Read from the
+    test's id: the controller knows nothing else."""
     path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/quality/"):
+        return "quality"
     if not path.startswith("tests/lab/"):
         return "no-lab"
     if path.startswith(BARE_LAB_DIR) or path.rsplit("/", 1)[-1] in OWN_LAB_FILES:
@@ -49,10 +51,11 @@ def worker_group(nodeid: str) -> str:
     return "test-lab"
 
 
-# Which group a free worker takes first: the test lab's chain (about 43 min) starts at once
-# on one worker, the other takes the labs of their own (about 38) and then the tests
-# without a lab (about 8). xdist would order them by their number of tests instead.
-GROUP_ORDER = ("test-lab", "own-labs", "no-lab")
+# Which group a free worker takes first: the test lab's chain (about 58 min) starts at once
+# on one worker, the other takes the labs of their own (about 46), then the unit tests
+# (about 9); the quality gates (about 8) go to whichever worker is free next, so that
+# neither waits on the other at the end. xdist would order them by their number of tests.
+GROUP_ORDER = ("test-lab", "own-labs", "no-lab", "quality")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

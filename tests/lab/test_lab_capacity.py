@@ -71,7 +71,12 @@ cat "$log"; rm -f "$log"
 """
 
 
-@pytest.mark.parametrize(("space_gib", "max_model_len"), [(2, 5000), (3, 32768)])
+# Extended: a third vLLM start at a second size (a minute and a half of a make test that did
+# not fit CI's 90); 5000 tokens, the case that is no multiple of the block, stays.
+@pytest.mark.parametrize(
+    ("space_gib", "max_model_len"),
+    [(2, 5000), pytest.param(3, 32768, marks=pytest.mark.extended)],
+)
 def test_the_plan_matches_vllm_at_other_sizes(
     lab: Lab, site, space_gib: int, max_model_len: int
 ) -> None:

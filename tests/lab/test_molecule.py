@@ -37,8 +37,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 # Groups whose scenarios make test leaves out (pytest -m extended runs them): the serving
 # group's roles are served, benchmarked and scraped by the test lab's own tests too (site,
-# bench, upgrade in containers, prometheus), and its 16 minutes did not fit CI's time.
-EXTENDED_GROUPS = frozenset({"serving"})
+# bench, upgrade in containers, prometheus), and its 16 minutes did not fit CI's time; the
+# clients group's (7 minutes) are converged by the test lab's site run and driven by
+# test_lab_clients (Claude Code's agent loop, claude-code-router, preflight), mlx_server's
+# files and commands by tests/unit/roles/test_macos_*.
+EXTENDED_GROUPS = frozenset({"serving", "clients"})
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 CASES = [(group, scenario) for group, members in GROUPS.items() for scenario in members]
 
