@@ -33,10 +33,8 @@ PREFIX_HIT_FLOOR = 0.5
 LOOP_PREFIX_HIT_FLOOR = 0.9
 # The tool-call parsers of the shipped profiles (tests/unit/lab/test_scripted_model.py
 # checks the lab's script writes each); the lab serves hermes unless told otherwise.
-# Extended: serving MiniMax M2's parser costs two vLLM restarts (5 minutes of a make test
-# that did not fit CI's 90); the agent loop is the same for both. make test leaves it out.
+PARSERS = ("hermes", "minimax_m2")
 LAB_PARSER = "hermes"
-PARSERS = (LAB_PARSER, pytest.param("minimax_m2", marks=pytest.mark.extended))
 # A tool call that reached Claude Code as text instead of a tool_use block.
 CALL_MARKUP = ("<tool_call>", "minimax:tool_call", "<invoke")
 NOTES = "The code word is teal.\nfib.py is the slow version on purpose.\n"
