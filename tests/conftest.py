@@ -51,7 +51,7 @@ def worker_group(nodeid: str) -> str:
     return "test-lab"
 
 
-# Which group a free worker takes first: the test lab's chain (about 58 min) starts at once
+# Which group a free worker takes first: the test lab's chain (about 63 min) starts at once
 # on one worker, the other takes the labs of their own (about 46), then the unit tests
 # (about 9); the quality gates (about 8) go to whichever worker is free next, so that
 # neither waits on the other at the end. xdist would order them by their number of tests.
