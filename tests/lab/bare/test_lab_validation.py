@@ -1,11 +1,14 @@
 """Bad input is refused before any host changes.
 
-Each case runs the validation play with one bad value: the message must name the host, the
-variable, the bad value and what is expected, and no node may differ afterwards (netplan,
-/etc files, units, swap, links, addresses, containers). The cases in UP_CASES run the real
-`llmfleet up -i inventory/lab` (site.yml, whose first play it is) and show that no later
-play runs; the others run `llmfleet check`, the same play on its own, which spares each
-case the parsing of site.yml. The nodes' state is taken before and after every case.
+Each case is one bad value: the message must name the host, the variable, the bad value and
+what is expected, and no node may differ afterwards (netplan, /etc files, units, swap, links,
+addresses, containers). The validation play reports every check's problem before it stops,
+so the cases run in batches, one run each: the cases of a batch set different variables and
+fail different checks (CHECKS), and each case's message must be there, on each host it
+names. The cases in UP_CASES run the real `llmfleet up -i inventory/lab` (site.yml, whose
+first play it is) and show that no later play runs; the others run `llmfleet check`, the
+same play on its own, which spares each run the parsing of site.yml. The nodes' state is
+taken before and after every run.
 """
 
 from __future__ import annotations
@@ -272,8 +275,99 @@ CASES = [
 ]
 
 
-def test_the_cases_run_through_llmfleet_up_exist() -> None:
-    assert UP_CASES.issubset(case[0] for case in CASES)
+# The checks each case fails (the validation play's blocks, validate_checks/*.yml): a check
+# stops at its first problem, so two cases of one batch never share one. A problem with the
+# model's source leaves the vLLM settings unchecked (they read it); "all" is a check that
+# stops the play at once (the inventory's shape).
+CHECKS: dict[str, set[str]] = {
+    "mtu": {"cx7_network"},
+    "missing_port": {"cx7_network"},
+    "shared_subnet": {"cx7_network"},
+    "floor_above_line_rate": {"rdma_verify"},
+    "floor_zero": {"rdma_verify"},
+    "unknown_nccl_mode": {"nccl_env"},
+    "gid_index": {"nccl_env"},
+    "utilization_above_one": {"preflight", "vllm_server"},
+    "stale_container_name": {"preflight"},
+    "object_store_too_small": {"ray_node"},
+    "empty_image": {"ray_node", "vllm_server"},
+    "port_out_of_range": {"vllm_server", "ports"},
+    "router_key_placeholder": {"claude_code_router"},
+    "router_port_is_vllm_port": {"ports"},
+    "prometheus_port_is_node_exporter_port": {"monitoring", "ports"},
+    "ray_head_is_not_the_api_host": {"ray_head"},
+    "vllm_host_outside_the_sparks": {"all"},
+    "router_version_floating": {"claude_code_router"},
+    "router_endpoint_not_http": {"claude_code_router", "claude_code"},
+    "weights_without_room": {"model_weights", "vllm_server"},
+    "weights_revision_unknown": {"model_weights", "vllm_server"},
+    "weights_path_relative": {"model_weights", "vllm_server"},
+    "client_command_with_a_path": {"claude_code"},
+}
+VLLM_CASES = (
+    "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
+    "context_above_the_model", "kv_cache_below_one_request", "key_in_profile_args",
+    "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
+    "placeholder_key", "short_key",
+)  # fmt: skip
+CHECKS.update({case: {"vllm_server"} for case in VLLM_CASES})
+
+Case = tuple[str, list[str], tuple[str, ...], list[str]]
+
+
+def variables(extra_vars: list[str]) -> set[str]:
+    """The variables a case's -e values set (key=value, or a JSON object)."""
+    return {
+        next(iter(json.loads(value))) if value.startswith("{") else value.split("=", 1)[0]
+        for value in extra_vars
+    }
+
+
+def batches(cases: list[Case]) -> list[tuple[str, list[Case]]]:
+    """The cases packed into runs (command, cases), first fit in CASES' order: in one run,
+    no check and no variable twice, and a case of "all" alone."""
+    runs: list[tuple[str, list[Case], set[str], set[str]]] = []
+    for case in cases:
+        command = "up" if case[0] in UP_CASES else "check"
+        checks, names = CHECKS[case[0]], variables(case[1])
+        fits = [
+            run
+            for run in runs
+            if run[0] == command
+            and "all" not in checks | run[2]
+            and not checks & run[2]
+            and not names & run[3]
+        ]
+        if fits:
+            fits[0][1].append(case)
+            fits[0][2].update(checks)
+            fits[0][3].update(names)
+        else:
+            runs.append((command, [case], set(checks), set(names)))
+    return [(command, members) for command, members, _, _ in runs]
+
+
+def failures(output: str) -> list[tuple[str, str]]:
+    """(host, task and message folded on one line) of each failure the CLI printed."""
+    return [
+        (host, " ".join(text.split()))
+        for host, text in re.findall(
+            r"^\[(\S+)\] FAILED: (.*?)(?=^\[|^== |\Z)", output, re.M | re.S
+        )
+    ]
+
+
+def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
+    assert {case[0] for case in CASES} == set(CHECKS)
+    assert UP_CASES.issubset(CHECKS)
+
+
+def test_the_batches_hold_every_case_once() -> None:
+    packed = [case for _, members in batches(CASES) for case in members]
+    assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
+    # The 36 cases take 21 runs: the vLLM settings are one check that 16 cases fail (and
+    # the model's source three more, which leave it unchecked), so no fewer than 19.
+    assert len(batches(CASES)) <= 21
 
 
 @pytest.fixture(scope="module")
@@ -282,28 +376,28 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("command", "extra_vars", "hosts", "expected"),
+    ("command", "cases"),
     [
-        pytest.param("up" if case[0] in UP_CASES else "check", *case[1:], id=case[0])
-        for case in CASES
+        pytest.param(command, members, id="+".join(case[0] for case in members))
+        for command, members in batches(CASES)
     ],
 )
 def test_bad_input_stops_the_run_before_any_host_changes(
-    lab: Lab,
-    bare_state: dict[str, str],
-    command: str,
-    extra_vars: list[str],
-    hosts: tuple[str, ...],
-    expected: list[str],
+    lab: Lab, bare_state: dict[str, str], command: str, cases: list[Case]
 ) -> None:
     before = snapshot(lab)
-    output = up(lab, *extra_vars, command=command)
-    for host in hosts:
-        assert re.search(rf"^\[{host}\] FAILED: ", output, re.M), output[-4000:]
-    # Long messages are folded to the terminal's width.
+    output = up(lab, *(value for case in cases for value in case[1]), command=command)
+    failed = failures(output)
     flat = " ".join(output.split())
-    for fragment in expected:
-        assert fragment in flat, (fragment, output[-4000:])
+    for name, _, hosts, expected in cases:
+        # Each host the case names failed with its message (the first fragment), and every
+        # fragment is there (long messages are folded to the terminal's width).
+        for host in hosts:
+            assert any(h == host and expected[0] in text for h, text in failed), (
+                name, host, expected[0], output[-4000:],
+            )  # fmt: skip
+        for fragment in expected:
+            assert fragment in flat, (name, fragment, output[-4000:])
     assert snapshot(lab) == before
 
 
