@@ -1,9 +1,17 @@
-"""`llmfleet upgrade` on the served lab, with vLLM in each node's Docker (the runtime image
-made from the node's own system, as molecule's vllm_server scenario makes it): an image whose
-vLLM refuses its arguments is rolled back by itself and the endpoint answers again from the
-image that served before; a good image sticks through the benchmark gate, the history on each
-node lists both switches with their outcome, and the images beyond the last ones that served
-are removed; a profile that serves slower is caught by the benchmark gate and rolled back.
+"""`llmfleet upgrade` on the served lab.
+
+As `llmfleet up` left it (vLLM native, from the node's virtualenv), in make test: a profile
+with an option the installed vLLM refuses is switched to on both ranks, fails at once with
+vLLM's own reason and is rolled back by itself; the endpoint answers from the profile that
+served before and the history on each node says what happened.
+
+With vLLM in each node's Docker (the runtime image made from the node's own system, as
+molecule's vllm_server scenario makes it), in make test-extended: an image whose vLLM
+refuses its arguments is rolled back by itself and the endpoint answers again from the
+image that served before; a good image sticks through the benchmark gate, the history on
+each node lists both switches with their outcome, and the images beyond the last ones that
+served are removed; a profile that serves slower is caught by the benchmark gate and rolled
+back.
 
 These tests leave vLLM in containers: conftest runs them after every other test of the
 served lab. The images are built locally and have no registry digest, so the lab allows
@@ -12,6 +20,7 @@ floating references and pulls only what is missing."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -94,6 +103,67 @@ def answers(lab: Lab) -> bool:
         check=False,
     )
     return run.returncode == 0 and bool(json.loads(run.stdout).get("choices"))
+
+
+# The lab's profile with a KV cache dtype this vLLM build does not know: the validation play
+# cannot tell (it is vLLM's own list), vLLM refuses it as it starts.
+REFUSED_PROFILES = {
+    "tiny_lab": PROFILES["tiny_lab"],
+    "tiny_lab_fp4": {**PROFILES["tiny_lab"], "kv_cache_dtype": "fp4"},
+}
+
+
+def vllm_started(lab: Lab, node: str) -> str:
+    return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
+
+
+def test_a_profile_vllm_refuses_fails_at_once_and_is_rolled_back(lab: Lab, site) -> None:
+    """The native deployment's upgrade: both ranks restart with the new profile, the wait
+    fails as soon as they exit (with vLLM's reason, not after the start timeout), and both
+    go back to the profile that served, proved by the same checks."""
+    started = {node: vllm_started(lab, node) for node in NODES}
+    profiles = json.dumps({"vllm_server_profiles": REFUSED_PROFILES})
+    run = lab.run(
+        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain", "--profile", "tiny_lab_fp4",
+        "-e", profiles, timeout=1800,
+    )  # fmt: skip
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 2, out[-6000:]
+    # The wait failed as soon as the ranks exited, with vLLM's own reason, not after
+    # vllm_server_start_timeout; the module says how long after the restart it noticed.
+    assert (
+        "FAILED: Wait until vLLM answers /health, failing at once if this rank's process exits"
+        in out
+    ), out[-6000:]
+    assert re.search(
+        r"exited [\d.]+ s into the wait: vllm serve: error: argument --kv-cache-dtype:"
+        r" invalid choice: 'fp4'",
+        out,
+    ), out[-6000:]
+    assert "was not ready after" not in out
+    assert "It was rolled back: the cluster serves" in out, out[-6000:]
+    for node in NODES:
+        # Restarted twice (the switch, the way back), and serving the lab's profile again.
+        assert vllm_started(lab, node) != started[node], node
+        serve = lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml")
+        assert "kv-cache-dtype" not in serve and "max-num-seqs: 8" in serve, serve
+        last = history(lab, node)[-1]
+        assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
+        assert (last["from"]["profile"], last["to"]["profile"]) == ("tiny_lab", "tiny_lab_fp4")
+        assert "invalid choice: 'fp4'" in last["reason"], last
+    assert answers(lab)
+    # systemd gives up after its start limit instead of restarting a refused start for ever
+    # (6 starts in 5 minutes; waiting out six real failed starts would cost two minutes, so
+    # the limits are read), and kills a vLLM that ignores SIGTERM while it starts after
+    # vllm_server_stop_timeout (the way back restarted a rank in the middle of a start).
+    limits = lab.out(
+        "spark-1",
+        "systemctl show -p StartLimitBurst -p StartLimitIntervalUSec -p TimeoutStopUSec"
+        " llmfleet-vllm",
+    )
+    assert sorted(limits.split()) == [
+        "StartLimitBurst=6", "StartLimitIntervalUSec=5min", "TimeoutStopUSec=20s",
+    ], limits  # fmt: skip
 
 
 @pytest.fixture(scope="module")
