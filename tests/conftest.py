@@ -51,10 +51,12 @@ def worker_group(nodeid: str) -> str:
     return "test-lab"
 
 
-# Which group a free worker takes first: the test lab's chain (about 63 min) starts at once
-# on one worker, the other takes the labs of their own (about 46), then the unit tests
-# (about 9); the quality gates (about 8) go to whichever worker is free next, so that
-# neither waits on the other at the end. xdist would order them by their number of tests.
+# Which group a free worker takes first: the test lab's chain (the longest: about 63 min
+# on a slow machine of this kind, where the whole run took 68) starts at once on one worker,
+# the other takes the labs of their own (about 46 there), then the unit tests (about 9); the
+# quality gates (about 8) go to whichever worker is free next, so that neither waits on the
+# other at the end. xdist would order them by their number of tests. (On a faster machine
+# of the same kind the whole run took 32 min, 2026-11-25.)
 GROUP_ORDER = ("test-lab", "own-labs", "no-lab", "quality")
 
 
