@@ -157,6 +157,11 @@ def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
     return lab.run("llmfleet", "up", "-i", "inventory/lab", "--plain", *args, timeout=1800)
 
 
+def vllm_started(lab: Lab, node: str) -> str:
+    """When the node's vLLM unit last started (monotonic): a restart changes it."""
+    return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
+
+
 @pytest.fixture(scope="session")
 def site_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the first `llmfleet up` keeps ansible-runner's record of the run."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from llmfleet.lab.orchestration import parse_recap
 
-from .conftest import Lab, changed_counts, run_up
+from .conftest import Lab, changed_counts, run_up, vllm_started
 
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
 NOTHING_CHANGED = {"spark-1": 0, "spark-2": 0, "localhost": 0}
@@ -212,10 +212,6 @@ def test_tags_verify_measures_the_fabric_again(lab: Lab, site) -> None:
     assert "Start ib_write_bw servers" in proc.stdout
     assert "RDMA not measured again" not in proc.stdout
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
-
-
-def vllm_started(lab: Lab, node: str) -> str:
-    return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
 
 
 def test_a_due_restart_survives_a_failed_run_and_restarts_every_rank(lab: Lab, site) -> None:

@@ -13,8 +13,8 @@ each node lists both switches with their outcome, and the images beyond the last
 served are removed; a profile that serves slower is caught by the benchmark gate and rolled
 back.
 
-These tests leave vLLM in containers: conftest runs them after every other test of the
-served lab. The images are built locally and have no registry digest, so the lab allows
+The container tests leave vLLM in containers: conftest runs this file after every other
+test of the served lab. The images are built locally and have no registry digest, so the lab allows
 floating references and pulls only what is missing."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import subprocess
 import pytest
 import yaml
 
-from .conftest import ROOT, Lab, run_up
+from .conftest import ROOT, Lab, run_up, vllm_started
 
 NODES = ("spark-1", "spark-2")
 RUNTIME = "llmfleet-lab/vllm-runtime"
@@ -111,10 +111,6 @@ REFUSED_PROFILES = {
     "tiny_lab": PROFILES["tiny_lab"],
     "tiny_lab_fp4": {**PROFILES["tiny_lab"], "kv_cache_dtype": "fp4"},
 }
-
-
-def vllm_started(lab: Lab, node: str) -> str:
-    return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
 
 
 def test_a_profile_vllm_refuses_fails_at_once_and_is_rolled_back(lab: Lab, site) -> None:
