@@ -239,12 +239,7 @@ class RunProgress:
             row.state = "running" if row.state == "done" else row.state
             return
         if kind == "runner_retry":
-            attempts, retries = res.get("attempts", "?"), res.get("retries", "?")
-            row.task = f"{label} (retry {attempts}/{retries})"
-            if self.plain:
-                status = self.status() if self.status else None
-                detail = f": {status}" if status else ""
-                self._print(Text(f"[{host}] retrying ({attempts}/{retries}): {label}{detail}"))
+            self._on_retry(host, row, label, res)
             return
         if kind == "runner_on_ok":
             st.ok += 1
@@ -280,6 +275,21 @@ class RunProgress:
         else:  # runner_on_async_*, runner_on_no_hosts ...
             return
         row.task = label
+
+    def _on_retry(self, host: str, row: HostRow, label: str, res: Mapping[str, Any]) -> None:
+        if res.get("progress"):
+            # A transfer followed by llmfleet.cluster.transfer_progress: each attempt says
+            # how far it is (it may run for hours), in the host's row or, plain, a line.
+            row.task = f"{label}: {res['progress']}"
+            if self.plain:
+                self._print(Text.assemble((f"[{host}] ", "bold"), str(res["progress"])))
+            return
+        attempts, retries = res.get("attempts", "?"), res.get("retries", "?")
+        row.task = f"{label} (retry {attempts}/{retries})"
+        if self.plain:
+            status = self.status() if self.status else None
+            detail = f": {status}" if status else ""
+            self._print(Text(f"[{host}] retrying ({attempts}/{retries}): {label}{detail}"))
 
     def _warnings(self, host: str, res: Mapping[str, Any]) -> None:
         """What a module warned of in a task that went on (damage it repaired, say), in

@@ -16,9 +16,9 @@ STATE = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny.json"
 FABRIC_DEVICE = "rocep1s0f1"
 
 
-def weights_only(lab: Lab) -> subprocess.CompletedProcess[str]:
+def weights_only(lab: Lab, *extra: str) -> subprocess.CompletedProcess[str]:
     """`llmfleet up --tags model_weights`: the whole inventory checked, then only the role."""
-    return run_up(lab, "--tags", "model_weights")
+    return run_up(lab, "--tags", "model_weights", *extra)
 
 
 def received_bytes(lab: Lab, node: str) -> int:
@@ -58,10 +58,24 @@ def test_a_copy_moves_the_model_over_spark_2s_cx7_link(lab: Lab, site) -> None:
     size = model_bytes(lab, "spark-1")
     lab.sh("spark-2", f"rm -rf {MODEL} {STATE}")
     before = received_bytes(lab, "spark-2")
-    proc = weights_only(lab)
+    # At 1 MiB/s the lab's 5 MB take about 5 s: the copy shows its bytes every second.
+    proc = weights_only(
+        lab, "-e", "model_weights_copy_rate_limit_mib=1", "-e", "model_weights_progress_interval=1"
+    )
     assert proc.returncode == 0, proc.stdout[-6000:]
     received = received_bytes(lab, "spark-2") - before
     assert received >= size, (received, size)
+    progress = re.findall(
+        r"^\[spark-2\] copy from spark-1: [\d.]+ [KM]?B of ([\d.]+ MB) \((\d+)%\),"
+        r" ([\d.]+) ([KM]?B)/s$",
+        proc.stdout,
+        re.MULTILINE,
+    )
+    assert len(progress) >= 2, proc.stdout[-6000:]
+    assert {total for total, *_ in progress} == {f"{size / 1e6:.1f} MB"}, progress
+    assert 0 < int(progress[0][1]) < 100, progress
+    # Held to the limit: no line says more than 1 MiB/s (1.05 MB/s), with some slack.
+    assert all(unit != "MB" or float(rate) <= 1.2 for *_, rate, unit in progress), progress
     assert checksums(lab, "spark-2") == checksums(lab, "spark-1")
     # Fetched once: spark-1 already held a verified copy; it only served it to spark-2.
     assert "[spark-1] skipping: model_weights : Download the missing files" in proc.stdout
