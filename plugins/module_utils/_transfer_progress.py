@@ -19,6 +19,8 @@ import os
 import time
 
 UNITS = ("B", "KB", "MB", "GB", "TB")
+# How much of a failed job's stderr its message keeps.
+STDERR_LINES = 20
 
 
 def job_state(async_dir, jid):
@@ -105,18 +107,63 @@ def progress_line(held, total, rate, what=""):
 
 
 def wait_and_measure(
-    async_dir, jid, path, wait, *, clock=time.monotonic, sleep=time.sleep, poll=1.0
+    async_dir, jid, path, wait, *, total=0, clock=time.monotonic, sleep=time.sleep, poll=1.0
 ):
     """Wait up to ``wait`` seconds for the job to finish, then measure ``path``.
 
-    Returns (finished, job result, bytes held, bytes per second over the wait)."""
+    Without a ``jid`` (a job that runs elsewhere), the wait ends early once the bytes under
+    ``path`` grew to ``total``. Returns (finished, job result, bytes held, bytes per second
+    over the wait); ``finished`` is False without a ``jid``."""
     start = clock()
-    first = bytes_under(path)
-    finished, job = job_state(async_dir, jid)
+    first = held = bytes_under(path)
+
+    def done():
+        if jid:
+            return job_state(async_dir, jid)
+        return held >= total > first, {}
+
+    finished, job = job_state(async_dir, jid) if jid else (False, {})
     while not finished and clock() - start < wait:
         sleep(min(poll, max(0.0, wait - (clock() - start))))
-        finished, job = job_state(async_dir, jid)
+        if not jid:
+            held = bytes_under(path)
+        finished, job = done()
     held = bytes_under(path)
     elapsed = clock() - start
     rate = (held - first) / elapsed if elapsed > 0 else 0.0
-    return finished, job, held, max(0.0, rate)
+    return bool(jid) and finished, job, held, max(0.0, rate)
+
+
+def measurement(held, total, rate, label):
+    """The return values of one measurement (transfer_progress's, but the job's)."""
+    return {
+        "bytes": held,
+        "total_bytes": total,
+        "percent": round(100.0 if total <= 0 else min(100.0, 100.0 * held / total), 1),
+        "rate_bytes_per_s": round(rate, 1),
+        "progress": progress_line(held, total, rate, label),
+    }
+
+
+def job_failure(job):
+    """The message of a finished job that failed (its msg and the end of its stderr), or
+    None."""
+    rc = job.get("rc")
+    if not job.get("failed") and rc in (None, 0):
+        return None
+    msg = job.get("msg") or (f"exited with {rc}" if rc not in (None, 0) else "failed")
+    stderr = "\n".join(str(job.get("stderr") or "").strip().splitlines()[-STDERR_LINES:])
+    return f"{msg}: {stderr}" if stderr else str(msg)
+
+
+def finish(result, job, label, *, with_diff):
+    """``result`` (a measurement) completed with the finished job's: the job's result
+    without its diff, its ``changed`` and, ``with_diff``, its diff. Returns (result, the
+    failure's message or None)."""
+    job = dict(job)
+    diff = job.pop("diff", None)
+    result = {**result, "finished": True, "job": job, "changed": bool(job.get("changed"))}
+    if diff and with_diff:
+        result["diff"] = diff
+    failure = job_failure(job)
+    return result, (f"{label or 'the transfer'} failed: {failure}" if failure else None)

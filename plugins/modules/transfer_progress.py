@@ -13,13 +13,13 @@ version_added: "0.1.0"
 author:
   - llmfleet maintainers (!UNKNOWN)
 description:
-  - Waits up to O(wait) seconds for the Ansible async job O(jid) (a task run with C(async) and
+  - "Waits up to O(wait) seconds for the Ansible async job O(jid) (a task run with C(async) and
     C(poll: 0): a download, an rsync) to finish, then measures what its destination O(path)
     holds: the bytes of every file under it, partial files included, and the rate at which
-    they grew during the wait.
-  - Meant for a task that repeats it with C(until) the job finishes, so that every attempt
+    they grew during the wait."
+  - "Meant for a task that repeats it with C(until) the job finishes, so that every attempt
     says how far the transfer is (RV(progress), e.g. C(41.2 GB of 115.0 GB (36%), 412.0 MB/s)):
-    C(llmfleet up) shows that line on each attempt; C(ansible-playbook) shows it with C(-vv).
+    C(llmfleet up) shows that line on each attempt; C(ansible-playbook) shows it with C(-vv)."
   - Once the job is done, the job's own result is RV(job), its C(changed) and C(diff) are this
     task's, and a job that failed fails this task with the job's message and the end of its
     C(stderr).
@@ -27,14 +27,21 @@ options:
   jid:
     description:
       - The async job's id (C(ansible_job_id) of the task that started it).
+      - Without it, the module only measures (RV(finished) is false), ending the wait early once
+        the bytes under O(path) grew to O(total_bytes).
     type: str
-    required: true
+  job_on_controller:
+    description:
+      - The job runs on the controller (a push to this host, started by a task delegated to
+        C(localhost)); its status is read there and the bytes here.
+    type: bool
+    default: false
   async_dir:
     description:
-      - Where Ansible keeps the async jobs' status files on this host (the C(async_dir) shell
-        option; C(~/.ansible_async) unless the inventory sets C(ansible_async_dir)).
+      - Where the job's status file is. Unset, the C(async_dir) shell option of this host
+        (C(ansible_async_dir), as M(ansible.builtin.async_status) finds it), or
+        C(~/.ansible_async) on the controller for O(job_on_controller).
     type: str
-    default: ~/.ansible_async
   path:
     description:
       - The file or folder the transfer writes.
@@ -64,10 +71,16 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   check_mode:
     support: full
-    details: Read-only (but O(cleanup)); it follows a job started in check mode the same way.
+    details: Read-only (but for O(cleanup)); follows a job started in check mode the same way.
+  action:
+    support: full
+    details: The action plugin finds the job's status file (on this host or the controller).
+  bypass_host_loop:
+    support: none
   diff_mode:
     support: full
     details: The finished job's diff, when it made one.
@@ -75,12 +88,12 @@ attributes:
     description:
       - When run twice in a row, the second run changes nothing.
     support: full
-    details: Changes nothing by itself; C(changed) is the finished job's.
+    details: Changes nothing by itself; its C(changed) is the finished job's.
   platform:
     platforms: posix
 notes:
   - The bytes counted are all those under O(path), so a folder that already held most of what
-    the transfer brings starts near 100%: the line says how much of the whole is in place.
+    the transfer brings starts near 100%, since the line says how much of the whole is in place.
 seealso:
   - module: ansible.builtin.async_status
     description: The job's status alone, without the bytes.
@@ -103,6 +116,27 @@ EXAMPLES = r"""
     label: copy from spark-1
   register: __copy
   until: __copy.finished
+  retries: 1440
+  delay: 0
+
+- name: Push the model from the controller to the first Spark in the background
+  ansible.builtin.command:
+    argv: [rsync, --archive, --partial, /srv/cache/m/, "nvidia@spark-1:/srv/models/m/"]
+  delegate_to: localhost
+  async: 14400
+  poll: 0
+  register: __push_job
+  changed_when: true
+
+- name: Wait for the push, with the bytes in place on the Spark
+  llmfleet.cluster.transfer_progress:
+    jid: "{{ __push_job.ansible_job_id }}"
+    job_on_controller: true
+    path: /srv/models/m
+    total_bytes: 122406567936
+    label: push from the controller
+  register: __push
+  until: __push.finished
   retries: 1440
   delay: 0
 """
@@ -147,31 +181,23 @@ job:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._transfer_progress import (  # noqa: E402
-    progress_line,
+    finish,
+    measurement,
     remove_job,
     wait_and_measure,
 )
 
 ARGUMENT_SPEC = {
-    "jid": {"type": "str", "required": True},
-    "async_dir": {"type": "str", "default": "~/.ansible_async"},
+    "jid": {"type": "str"},
+    # Read by the action plugin, which runs this module without it.
+    "job_on_controller": {"type": "bool", "default": False},
+    "async_dir": {"type": "str"},
     "path": {"type": "path", "required": True},
     "total_bytes": {"type": "int", "required": True},
     "wait": {"type": "float", "default": 10},
     "label": {"type": "str", "default": ""},
     "cleanup": {"type": "bool", "default": True},
 }
-STDERR_LINES = 20
-
-
-def job_failure(job):
-    """The message of a finished job that failed, or None."""
-    rc = job.get("rc")
-    if not job.get("failed") and rc in (None, 0):
-        return None
-    msg = job.get("msg") or (f"exited with {rc}" if rc not in (None, 0) else "failed")
-    stderr = "\n".join(str(job.get("stderr") or "").strip().splitlines()[-STDERR_LINES:])
-    return f"{msg}: {stderr}" if stderr else str(msg)
 
 
 def main():
@@ -184,32 +210,26 @@ def main():
         )
     try:
         finished, job, held, rate = wait_and_measure(
-            params["async_dir"], params["jid"], params["path"], params["wait"]
+            params["async_dir"] or "~/.ansible_async",
+            params["jid"],
+            params["path"],
+            params["wait"],
+            total=params["total_bytes"],
         )
     except (LookupError, ValueError) as error:
         module.fail_json(msg=str(error), finished=True)
-    total = params["total_bytes"]
     result = {
+        **measurement(held, params["total_bytes"], rate, params["label"]),
         "finished": finished,
-        "bytes": held,
-        "total_bytes": total,
-        "percent": round(100.0 if total <= 0 else min(100.0, 100.0 * held / total), 1),
-        "rate_bytes_per_s": round(rate, 1),
-        "progress": progress_line(held, total, rate, params["label"]),
         "changed": False,
     }
     if not finished:
         module.exit_json(**result)
-    diff = job.pop("diff", None)
-    result["job"] = job
-    result["changed"] = bool(job.get("changed"))
-    if diff and module._diff:
-        result["diff"] = diff
     if params["cleanup"]:
-        remove_job(params["async_dir"], params["jid"])
-    failure = job_failure(job)
+        remove_job(params["async_dir"] or "~/.ansible_async", params["jid"])
+    result, failure = finish(result, job, params["label"], with_diff=module._diff)
     if failure:
-        module.fail_json(msg=f"{params['label'] or 'the transfer'} failed: {failure}", **result)
+        module.fail_json(msg=failure, **result)
     module.exit_json(**result)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from ansible_collections.llmfleet.cluster.plugins.modules import transfer_progress
 
@@ -25,9 +26,13 @@ WRITER = (
 )
 
 
-def follow(tmp_path: Path, tail: str) -> subprocess.CompletedProcess[str]:
+def follow(
+    tmp_path: Path, tail: str, *, on_controller: bool = False
+) -> subprocess.CompletedProcess[str]:
     """ansible-playbook on localhost: the writer started with async/poll 0, then followed
-    with transfer_progress until it is done; the JSON callback's output."""
+    with transfer_progress until it is done; the JSON callback's output. The job's status
+    file is in the folder ansible_async_dir names (the action plugin finds it there), or,
+    ``on_controller``, in the controller's ~/.ansible_async (HOME is tmp_path)."""
     model = tmp_path / "model"
     model.mkdir()
     playbook = tmp_path / "follow.yml"
@@ -50,11 +55,11 @@ def follow(tmp_path: Path, tail: str) -> subprocess.CompletedProcess[str]:
                             "name": "Wait for the writer",
                             "llmfleet.cluster.transfer_progress": {
                                 "jid": "{{ job.ansible_job_id }}",
-                                "async_dir": "{{ ansible_async_dir }}",
                                 "path": str(model),
                                 "total_bytes": 5 * STEP_BYTES,
                                 "wait": 0.5,
                                 "label": "writer",
+                                "job_on_controller": on_controller,
                             },
                             "register": "copy",
                             "until": "copy.finished",
@@ -72,12 +77,15 @@ def follow(tmp_path: Path, tail: str) -> subprocess.CompletedProcess[str]:
         "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
     }
     env.pop("PYTHONPATH", None)
+    if on_controller:
+        env["HOME"] = str(tmp_path)
+    async_dir = [] if on_controller else ["-e", f"ansible_async_dir={tmp_path / 'async'}"]
     return subprocess.run(
         [
             str(Path(sys.executable).parent / "ansible-playbook"),
             "-i", "localhost,", "-c", "local",
             "-e", f"ansible_python_interpreter={sys.executable}",
-            "-e", f"ansible_async_dir={tmp_path / 'async'}",
+            *async_dir,
             str(playbook),
         ],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
@@ -89,8 +97,11 @@ def last_result(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return dict(tasks[-1]["hosts"]["localhost"])
 
 
-def test_a_job_is_followed_to_its_end_and_its_result_becomes_the_tasks(tmp_path: Path) -> None:
-    proc = follow(tmp_path, "echo done")
+@pytest.mark.parametrize("on_controller", [False, True], ids=["job-on-target", "job-on-controller"])
+def test_a_job_is_followed_to_its_end_and_its_result_becomes_the_tasks(
+    tmp_path: Path, on_controller: bool
+) -> None:
+    proc = follow(tmp_path, "echo done", on_controller=on_controller)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = last_result(proc)
     assert result["finished"] is True
@@ -100,11 +111,18 @@ def test_a_job_is_followed_to_its_end_and_its_result_becomes_the_tasks(tmp_path:
     assert (result["job"]["rc"], result["job"]["stdout"], result["changed"]) == (0, "done", True)
     # Several attempts, each a line of its own; the job's status file is gone at the end.
     assert result["attempts"] >= 3, result
-    assert not (tmp_path / "async").exists() or not any((tmp_path / "async").iterdir())
+    jobs = tmp_path / (".ansible_async" if on_controller else "async")
+    assert jobs.is_dir(), jobs
+    assert not any(jobs.iterdir())
 
 
-def test_a_failed_job_fails_the_task_with_its_stderr(tmp_path: Path) -> None:
-    proc = follow(tmp_path, "echo 'rsync error: some files could not be transferred' >&2; exit 23")
+@pytest.mark.parametrize("on_controller", [False, True], ids=["job-on-target", "job-on-controller"])
+def test_a_failed_job_fails_the_task_with_its_stderr(tmp_path: Path, on_controller: bool) -> None:
+    proc = follow(
+        tmp_path,
+        "echo 'rsync error: some files could not be transferred' >&2; exit 23",
+        on_controller=on_controller,
+    )
     assert proc.returncode == 2, proc.stdout[-3000:]
     result = last_result(proc)
     assert result["failed"] is True
