@@ -13,8 +13,8 @@ LLMFLEET := $(BIN)/llmfleet
 export PATH := $(abspath $(BIN)):$(PATH)
 # Host packages the lab needs: rootful podman on runc, debootstrap for the node image;
 # faketime for the doctor's clock test (the nodes share this machine's kernel clock, so the
-# skew goes on the controller's side).
-APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar openssh-client faketime
+# skew goes on the controller's side); rsync for model_weights_fetch_on_controller's push.
+APT_PACKAGES := podman runc debootstrap iproute2 util-linux fuse-overlayfs tar openssh-client faketime rsync
 CONTAINERS_CONF := /etc/containers/containers.conf.d/50-llmfleet-lab.conf
 PODMAN_SETTINGS := [containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n
 PYTEST_ARGS ?=

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 from .conftest import Lab, changed_counts, run_up
 
@@ -129,6 +130,41 @@ def test_a_new_revision_restarts_vllm_on_every_rank_and_a_repair_does_not(lab: L
         assert lab.sh(node, f"test -e {marker}", check=False).returncode != 0, node
     # The repairs of the tests above left vLLM as it was: only a new revision restarts it.
     assert "Restart vLLM" not in weights_only(lab).stdout
+
+
+def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
+    lab: Lab, site, tmp_path: Path
+) -> None:
+    # spark-1 lost its weights and huggingface_hub's bookkeeping, spark-2 a small file.
+    lab.sh("spark-1", f"rm -rf {MODEL}/model.safetensors {MODEL}/.cache")
+    lab.sh("spark-2", f"rm -f {MODEL}/tokenizer.json")
+    controller = {
+        "model_weights_fetch_on_controller": True,
+        "model_weights_controller_dir": str(tmp_path),
+    }
+    proc = weights_only(lab, "-e", json.dumps(controller))
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    # The controller downloaded (its folder has huggingface_hub's bookkeeping), verified and
+    # pushed; spark-1 never spoke to the Hub; spark-2 copied from spark-1.
+    folder = tmp_path / "llmfleet--llmfleet-tiny"
+    assert (folder / ".cache/huggingface").is_dir()
+    for host, step in (
+        ("spark-1", "Wait for the download on the controller"),
+        ("spark-1", "Wait for the push"),
+        ("spark-2", "Wait for the copy from the source host"),
+    ):
+        assert f"[{host}] changed: model_weights : {step}" in proc.stdout, step
+    assert "huggingface" not in lab.out("spark-1", f"ls -a {MODEL}/.cache 2>/dev/null || true")
+    local = subprocess.run(
+        "find . -path ./.cache -prune -o -type f -print0 | sort -z | xargs -0 sha256sum",
+        shell=True, cwd=folder, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert checksums(lab, "spark-1") == checksums(lab, "spark-2") == local
+    # Nothing to fetch or push a second time: the controller's copy verifies from its record.
+    again = weights_only(lab, "-e", json.dumps(controller))
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
+    assert "Verify what the controller already holds" not in again.stdout
 
 
 def test_a_folder_on_one_node_is_copied_to_every_node(lab: Lab, site) -> None:
