@@ -79,6 +79,8 @@ attributes:
   action:
     support: full
     details: The action plugin finds the job's status file (on this host or the controller).
+  async:
+    support: none
   bypass_host_loop:
     support: none
   diff_mode:

@@ -31,6 +31,8 @@ from .conftest import ROOT, Lab, run_up, vllm_started
 NODES = ("spark-1", "spark-2")
 RUNTIME = "llmfleet-lab/vllm-runtime"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+HUB_TOKEN = "llmfleet-lab-hub-token"  # the same file's model_weights_hub_token
+MODEL = "/opt/models/llmfleet-tiny"
 # vLLM in Docker on both nodes (Ray stays native): what molecule's vllm_server scenario sets.
 IN_DOCKER = {
     "vllm_server_deployment": "container",
@@ -160,6 +162,57 @@ def test_a_profile_vllm_refuses_fails_at_once_and_is_rolled_back(lab: Lab, site)
     assert sorted(limits.split()) == [
         "StartLimitBurst=6", "StartLimitIntervalUSec=5min", "TimeoutStopUSec=20s",
     ], limits  # fmt: skip
+
+
+def hub_commit(lab: Lab, branch: str) -> str:
+    """The commit a branch of the lab's tiny model names (the lab Hub's refs)."""
+    refs = json.loads(
+        lab.out(
+            "spark-1",
+            f"curl -sf -H 'Authorization: Bearer {HUB_TOKEN}'"
+            " http://hub:8080/api/models/llmfleet/llmfleet-tiny/refs",
+        )
+    )
+    return next(b["targetCommit"] for b in refs["branches"] if b["name"] == branch)
+
+
+def release(lab: Lab, node: str) -> str:
+    """Which revision of the lab's model a node holds: branch next's says so in a file."""
+    facts = json.loads(lab.out(node, f"cat {MODEL}/llmfleet-model.json"))
+    return str(facts.get("release", "main"))
+
+
+def test_an_upgrade_to_another_model_revision_sticks_until_up_serves_the_inventorys(
+    lab: Lab, site
+) -> None:
+    """`--model-revision`: the new commit is fetched on spark-1 and copied to spark-2 before
+    anything stops, both ranks restart with it and it is kept; the next `llmfleet up` serves
+    the revision the inventory names (main) again."""
+    main, following = hub_commit(lab, "main"), hub_commit(lab, "next")
+    assert main != following
+    started = {node: vllm_started(lab, node) for node in NODES}
+    run = lab.run(
+        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain", "--model-revision", following,
+        timeout=1800,
+    )  # fmt: skip
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 0, out[-6000:]
+    assert f'to keep this, set {{"model_weights_hub_revision": "{following}"}} there' in out
+    for node in NODES:
+        assert release(lab, node) == "next", node
+        assert vllm_started(lab, node) != started[node], node
+        last = history(lab, node)[-1]
+        assert (last["action"], last["outcome"]) == ("upgrade", "ok"), last
+        assert (last["from"]["model_revision"], last["to"]["model_revision"]) == (main, following)
+    assert answers(lab)
+
+    up = run_up(lab, "--tags", "model_weights,vllm_server")
+    assert up.returncode == 0, up.stdout[-6000:]
+    for node in NODES:
+        assert release(lab, node) == "main", node
+        last = history(lab, node)[-1]
+        assert (last["action"], last["to"]["model_revision"]) == ("up", main), last
+    assert answers(lab)
 
 
 @pytest.fixture(scope="module")

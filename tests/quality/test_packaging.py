@@ -51,6 +51,7 @@ TARBALL_ONLY = {"MANIFEST.json", "FILES.json"}
 # Collections named in a task, handler or template by FQCN; the lab's inventory aside.
 FQCN = re.compile(r"\b([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*\b")
 USES_SEARCHED = ("roles", "playbooks", "plugins", "site.yml")
+CORE_IMPORT = re.compile(r"^\s*(?:from|import) ansible\.\S+.*$", re.MULTILINE)
 NOT_A_DEPENDENCY = {"ansible.builtin", "llmfleet.cluster"}
 # The collections of the `ansible` package, in this virtualenv.
 ANSIBLE_COLLECTIONS = Path(str(distribution("ansible").locate_file("ansible_collections")))
@@ -113,6 +114,10 @@ def test_galaxy_dependencies_name_the_collections_used() -> None:
         for path in paths:
             if path.is_file() and path.suffix in {".yml", ".yaml", ".j2", ".py"}:
                 text = path.read_text(encoding="utf-8")
+                if path.suffix == ".py":
+                    # ansible-core's own packages (ansible.utils.vars...), not collections:
+                    # Python reaches collections as ansible_collections.<ns>.<name>.
+                    text = CORE_IMPORT.sub("", text)
                 used.update(f"{ns}.{name}" for ns, name in FQCN.findall(text))
     # The pattern also matches attribute chains (ansible_facts.default_ipv4.address): what
     # counts is what names a collection of the `ansible` package.

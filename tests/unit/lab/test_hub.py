@@ -23,12 +23,14 @@ import pytest
 
 from tests.unit.plugins.lab_hub import (
     HUB_SCRIPT,
+    NEXT_BRANCH,
     REPO_ID,
     TOKEN,
     LabHub,
     git_blob_sha1,
     hubs,
     model_files,
+    next_files,
     start_hub,
     write_model_repo,
 )
@@ -147,7 +149,34 @@ def test_main_resolves_to_the_commit(hub: LabHub) -> None:
     assert api.model_info(REPO_ID, revision="main", token=False).sha == hub.commit
     assert api.model_info(REPO_ID, revision=hub.commit, token=False).sha == hub.commit
     refs = api.list_repo_refs(REPO_ID, token=False)
-    assert [(b.name, b.target_commit) for b in refs.branches] == [("main", hub.commit)]
+    assert [(b.name, b.target_commit) for b in refs.branches] == [
+        ("main", hub.commit),
+        (NEXT_BRANCH, hub.commit_of(REPO_ID, NEXT_BRANCH)),
+    ]
+
+
+def test_another_branch_is_its_own_commit_by_name_or_sha(hub: LabHub, tmp_path: Path) -> None:
+    api = hf.HfApi(endpoint=hub.url)
+    commit = hub.commit_of(REPO_ID, NEXT_BRANCH)
+    assert commit != hub.commit
+    for revision in (NEXT_BRANCH, f"refs/heads/{NEXT_BRANCH}", commit):
+        info = api.model_info(REPO_ID, revision=revision, files_metadata=True, token=False)
+        assert info.sha == commit, revision
+        assert {s.rfilename for s in info.siblings or []} == set(next_files()), revision
+    target = tmp_path / "next"
+    hf.snapshot_download(
+        REPO_ID, revision=commit, local_dir=target, cache_dir=tmp_path / "cache",
+        endpoint=hub.url, token=False,
+    )  # fmt: skip
+    for name, content in next_files().items():
+        assert (target / name).read_bytes() == content, name
+    assert not (target / "extra").exists()
+    # A file of main only is not on next.
+    with pytest.raises(hf_errors.EntryNotFoundError):
+        hf.hf_hub_download(
+            REPO_ID, "extra/notes.md", revision=commit, cache_dir=tmp_path / "cache",
+            endpoint=hub.url, token=False,
+        )  # fmt: skip
 
 
 def test_tree_and_paths_info(hub: LabHub) -> None:

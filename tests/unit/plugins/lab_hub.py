@@ -47,6 +47,16 @@ def model_files() -> dict[str, bytes]:
     }
 
 
+# Branch "next" of REPO_ID: its config changed, its notes gone (ROOT/<repo>/.branches/next).
+NEXT_BRANCH = "next"
+
+
+def next_files() -> dict[str, bytes]:
+    files = {k: v for k, v in model_files().items() if k != "extra/notes.md"}
+    config = {"model_type": "llama", "hidden_size": 128}
+    return {**files, "config.json": json.dumps(config).encode()}
+
+
 def other_repos() -> dict[str, dict[str, bytes]]:
     """Repo id -> files of the repos served beside REPO_ID."""
     files = model_files()
@@ -89,10 +99,10 @@ class LabHub:
     log_path: Path
     process: subprocess.Popen[str] = field(repr=False)
 
-    def commit_of(self, repo_id: str) -> str:
-        """The commit sha the banner announces for ``repo_id``'s main."""
+    def commit_of(self, repo_id: str, branch: str = "main") -> str:
+        """The commit sha the banner announces for ``repo_id``'s ``branch``."""
         found = re.search(
-            rf"serving {re.escape(repo_id)} main=([0-9a-f]{{40}})", "\n".join(self.banner)
+            rf"serving {re.escape(repo_id)} {branch}=([0-9a-f]{{40}})", "\n".join(self.banner)
         )
         assert found, self.banner
         return found[1]
@@ -142,6 +152,7 @@ def hubs(base: Path) -> Iterator[dict[str, LabHub]]:
     (REPO_ID and ``other_repos()``)."""
     root = base / "hub"
     write_model_repo(root)
+    write_model_repo(root, next_files(), f"{REPO_ID}/.branches/{NEXT_BRANCH}")
     for repo_id, files in other_repos().items():
         write_model_repo(root, files, repo_id)
     (base / "token").write_text(TOKEN + "\n", encoding="utf-8")
