@@ -206,10 +206,17 @@ def test_an_upgrade_to_another_model_revision_sticks_until_up_serves_the_invento
         assert (last["from"]["model_revision"], last["to"]["model_revision"]) == (main, following)
     assert answers(lab)
 
+    # A new revision through `llmfleet up` (its model_weights and vllm_server parts): the
+    # weights of main again, every rank restarted with them, the marker the new weights
+    # left until that restart gone.
+    started = {node: vllm_started(lab, node) for node in NODES}
     up = run_up(lab, "--tags", "model_weights,vllm_server")
     assert up.returncode == 0, up.stdout[-6000:]
     for node in NODES:
         assert release(lab, node) == "main", node
+        assert vllm_started(lab, node) != started[node], node
+        marker = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny.changed"
+        assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1, node
         last = history(lab, node)[-1]
         assert (last["action"], last["to"]["model_revision"]) == ("up", main), last
     assert answers(lab)
