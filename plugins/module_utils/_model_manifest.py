@@ -16,6 +16,9 @@ import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils._model_manifest_keep import (
+    keep_and_take_back,
+)
 from ansible_collections.llmfleet.cluster.plugins.module_utils._model_manifest_state import (
     read_state,
     state_diff,
@@ -324,6 +327,27 @@ def _save_state(state_path, document):
         ) from error
 
 
+def _take_back_and_check(root, reference, keep_in, result, records):
+    """Remove the bad files into ``keep_in`` and take back from it what is missing; the
+    files taken back are hashed and checked like the others."""
+    by_path = {e["path"]: e for e in reference}
+    bad = [b["path"] for b in result["bad"]]
+    wanted = [by_path[rel] for rel in sorted(set(result["missing"]) | set(bad))]
+    if not bad and not (wanted and os.path.isdir(keep_in)):
+        return
+    os.makedirs(keep_in, mode=0o700, exist_ok=True)
+    result["removed"], taken = keep_and_take_back(root, keep_in, bad, wanted, hash_file)
+    if not taken:
+        return
+    again = {"ok": [], "missing": [], "bad": [], "hashed": []}
+    records.update(_check_reference(root, [by_path[rel] for rel in taken], "full", {}, again))
+    result["taken_back"] = taken
+    result["missing"] = [rel for rel in result["missing"] if rel not in taken]
+    result["bad"] = [b for b in result["bad"] if b["path"] not in taken] + again["bad"]
+    result["ok"] += again["ok"]
+    result["hashed"] += again["hashed"]
+
+
 def check_model(
     path,
     files=None,
@@ -332,13 +356,15 @@ def check_model(
     state_file=None,
     source=None,
     remove_bad=False,
+    keep_in=None,
     check_mode=False,
 ):
     """Everything the module returns, ``changed`` and ``diff`` included; raises
     ManifestError for bad input. Writes the state file and removes bad files
-    (``remove_bad``) unless ``check_mode`` or ``mode`` is inspect."""
+    (``remove_bad``; into ``keep_in``, from which missing ones are taken back) unless
+    ``check_mode`` or ``mode`` is inspect."""
     reference, root, exists = _check_arguments(path, files, mode, state_file)
-    result = {"ok": [], "missing": [], "bad": [], "removed": [], "hashed": []}
+    result = {"ok": [], "missing": [], "bad": [], "removed": [], "hashed": [], "taken_back": []}
     state_path = os.path.abspath(state_file) if state_file else None
     old_state = read_state(state_path, root) if state_path and mode != "inspect" else None
     known = old_state["files"] if old_state else {}
@@ -348,12 +374,14 @@ def check_model(
         extra = []
     else:
         records = _check_reference(root, reference, mode, known, result)
+        if remove_bad and keep_in and mode != "inspect" and not check_mode:
+            _take_back_and_check(root, reference, os.path.abspath(keep_in), result, records)
         # The reference's own hashes win; this host only adds those it computed.
         manifest = [{**_hashes(records.get(e["path"])), **e} for e in reference]
         names = {e["path"] for e in reference}
         extra = sorted(rel for rel in found if rel not in names)
     result["bad"].sort(key=lambda item: item["path"])
-    for key in ("ok", "missing", "hashed"):
+    for key in ("ok", "missing", "hashed", "taken_back"):
         result[key].sort()
     if reference is None:
         sizes = {rel: st.st_size for rel, st in found.items()}
@@ -364,11 +392,11 @@ def check_model(
     diff = []
     if mode != "inspect":
         # Without a reference, a bad file is one this host could not read: not for deleting.
-        if remove_bad and reference is not None:
+        if remove_bad and reference is not None and not (keep_in and not check_mode):
             result["removed"] = _remove_bad(root, result["bad"], check_mode)
         before = old_state["document"] if old_state else None
         after = state_document(root, records, source)
-        changed = after != before or bool(result["removed"])
+        changed = after != before or bool(result["removed"]) or bool(result["taken_back"])
         if after != before and not check_mode:
             _save_state(state_path, after)
         diff = state_diff(state_path, before, after, result["removed"])

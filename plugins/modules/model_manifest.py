@@ -97,6 +97,15 @@ options:
         O(mode=inspect), never without O(files) (there a bad file is one that could not be read).
     type: bool
     default: false
+  keep_in:
+    description:
+      - With O(remove_bad), a folder on the same file system as O(path) where the removed files
+        are kept by content (C(sha256-<hex>), C(git_sha1-<hex>)) instead of deleted, and from
+        which a missing or bad file whose content the reference names is taken back (then
+        hashed and checked like the others): going back to the revision served before needs
+        no download. It holds one generation, the files of the last run that removed any.
+      - Created (mode 0700) when needed. Not used in check mode.
+    type: path
   fail_on_bad:
     description:
       - Fail the task when a file is missing or bad; the message names each file and why.
@@ -264,6 +273,13 @@ removed:
   type: list
   elements: str
   sample: [model.safetensors]
+taken_back:
+  description: Paths of the files taken back from O(keep_in) and verified (they are in RV(ok)
+    unless their content failed).
+  returned: always
+  type: list
+  elements: str
+  sample: [model-00001-of-00004.safetensors]
 hashed:
   description: Paths of the files read and hashed by this run; empty when the state file vouched
     for every file.
@@ -335,6 +351,7 @@ ARGUMENT_SPEC = {
     "state_file": {"type": "path"},
     "source": {"type": "dict"},
     "remove_bad": {"type": "bool", "default": False},
+    "keep_in": {"type": "path"},
     "fail_on_bad": {"type": "bool", "default": False},
 }
 
@@ -354,6 +371,7 @@ def main():
             state_file=params["state_file"],
             source=params["source"],
             remove_bad=params["remove_bad"],
+            keep_in=params["keep_in"],
             check_mode=module.check_mode,
         )
     except ManifestError as error:

@@ -33,6 +33,8 @@ RUNTIME = "llmfleet-lab/vllm-runtime"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
 HUB_TOKEN = "llmfleet-lab-hub-token"  # the same file's model_weights_hub_token
 MODEL = "/opt/models/llmfleet-tiny"
+# Where model_weights keeps the files a revision replaced (model_weights_keep_replaced).
+KEPT = "/opt/models/.llmfleet-tiny.replaced"
 # vLLM in Docker on both nodes (Ray stays native): what molecule's vllm_server scenario sets.
 IN_DOCKER = {
     "vllm_server_deployment": "container",
@@ -208,15 +210,22 @@ def test_an_upgrade_to_another_model_revision_sticks_until_up_serves_the_invento
 
     # A new revision through `llmfleet up` (its model_weights and vllm_server parts): the
     # weights of main again, every rank restarted with them, the marker the new weights
-    # left until that restart gone.
+    # left until that restart gone. Main's file came back from where each node kept it when
+    # next replaced it: nothing was downloaded or copied.
     started = {node: vllm_started(lab, node) for node in NODES}
     up = run_up(lab, "--tags", "model_weights,vllm_server")
     assert up.returncode == 0, up.stdout[-6000:]
+    fetched = "skipping: model_weights : Download the missing files from the hub"
+    assert f"[spark-1] {fetched}" in up.stdout, up.stdout[-6000:]
+    assert "changed: model_weights : Wait for the copy" not in up.stdout, up.stdout[-6000:]
     for node in NODES:
         assert release(lab, node) == "main", node
         assert vllm_started(lab, node) != started[node], node
         marker = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny.changed"
         assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1, node
+        # What is kept now is next's file (main's was taken back).
+        kept = lab.out(node, f"cat {KEPT}/git_sha1-* | sort -u")
+        assert '"release": "next"' in kept, (node, kept)
         last = history(lab, node)[-1]
         assert (last["action"], last["to"]["model_revision"]) == ("up", main), last
     assert answers(lab)

@@ -31,6 +31,7 @@ RETURN_KEYS = {
     "missing",
     "bad",
     "removed",
+    "taken_back",
     "hashed",
     "extra",
     "bytes_total",
