@@ -102,8 +102,8 @@ options:
       - With O(remove_bad), a folder on the same file system as O(path) where the removed files
         are kept by content (C(sha256-<hex>), C(git_sha1-<hex>)) instead of deleted, and from
         which a missing or bad file whose content the reference names is taken back (then
-        hashed and checked like the others): going back to the revision served before needs
-        no download. It holds one generation, the files of the last run that removed any.
+        hashed and checked like the others), so that going back to the revision served before
+        needs no download. It holds one generation, the files of the last run that removed any.
       - Created (mode 0700) when needed. Not used in check mode.
     type: path
   fail_on_bad:
