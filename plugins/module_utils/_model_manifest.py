@@ -369,12 +369,14 @@ def check_model(
     old_state = read_state(state_path, root) if state_path and mode != "inspect" else None
     known = old_state["files"] if old_state else {}
     found = walk_files(root, [state_path] if state_path else []) if exists else {}
+    # Bad files go into keep_in (and missing ones come back from it) instead of being deleted.
+    keeping = bool(remove_bad and keep_in and reference is not None) and mode != "inspect"
     if reference is None:
         manifest, records = _build_from_content(root, found, mode, known, result)
         extra = []
     else:
         records = _check_reference(root, reference, mode, known, result)
-        if remove_bad and keep_in and mode != "inspect" and not check_mode:
+        if keeping and not check_mode:
             _take_back_and_check(root, reference, os.path.abspath(keep_in), result, records)
         # The reference's own hashes win; this host only adds those it computed.
         manifest = [{**_hashes(records.get(e["path"])), **e} for e in reference]
@@ -392,7 +394,7 @@ def check_model(
     diff = []
     if mode != "inspect":
         # Without a reference, a bad file is one this host could not read: not for deleting.
-        if remove_bad and reference is not None and not (keep_in and not check_mode):
+        if remove_bad and reference is not None and not (keeping and not check_mode):
             result["removed"] = _remove_bad(root, result["bad"], check_mode)
         before = old_state["document"] if old_state else None
         after = state_document(root, records, source)

@@ -27,15 +27,10 @@ def _names(sha256, git_sha1):
     return names + ([f"git_sha1-{git_sha1}"] if git_sha1 else [])
 
 
-def _file_hashes(full, hash_file):
-    sha256, git_sha1, _stat = hash_file(full, git_sha1=True)
-    return sha256, git_sha1
-
-
 def _keep(full, folder, hash_file):
     """Move ``full`` into ``folder`` under its content's names; False if it could not be."""
     try:
-        sha256, git_sha1 = _file_hashes(full, hash_file)
+        sha256, git_sha1, _stat = hash_file(full, git_sha1=True)
         first, *others = _names(sha256, git_sha1)
         target = os.path.join(folder, first)
         os.replace(full, target)

@@ -98,10 +98,15 @@ def human_bytes(n):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _percent(held, total):
+    """``held`` as a share of ``total``, stopping at 100 (the destination may hold files the
+    transfer does not)."""
+    return 100.0 if total <= 0 else min(100.0, 100.0 * held / total)
+
+
 def progress_line(held, total, rate, what=""):
-    """``model.safetensors: 2.1 GB of 5.2 GB (40%), 104.9 MB/s``; the percentage is of
-    ``total`` and stops at 100 (the destination may hold files the transfer does not)."""
-    percent = 100.0 if total <= 0 else min(100.0, 100.0 * held / total)
+    """``model.safetensors: 2.1 GB of 5.2 GB (40%), 104.9 MB/s``."""
+    percent = _percent(held, total)
     line = f"{human_bytes(held)} of {human_bytes(total)} ({percent:.0f}%), {human_bytes(rate)}/s"
     return f"{what}: {line}" if what else line
 
@@ -116,22 +121,20 @@ def wait_and_measure(
     over the wait); ``finished`` is False without a ``jid``."""
     start = clock()
     first = held = bytes_under(path)
-
-    def done():
-        if jid:
-            return job_state(async_dir, jid)
-        return held >= total > first, {}
-
     finished, job = job_state(async_dir, jid) if jid else (False, {})
     while not finished and clock() - start < wait:
         sleep(min(poll, max(0.0, wait - (clock() - start))))
-        if not jid:
-            held = bytes_under(path)
-        finished, job = done()
-    held = bytes_under(path)
+        if jid:
+            finished, job = job_state(async_dir, jid)
+            continue
+        held = bytes_under(path)
+        if held >= total > first:
+            break
+    if jid:
+        held = bytes_under(path)
     elapsed = clock() - start
     rate = (held - first) / elapsed if elapsed > 0 else 0.0
-    return bool(jid) and finished, job, held, max(0.0, rate)
+    return finished, job, held, max(0.0, rate)
 
 
 def measurement(held, total, rate, label):
@@ -139,7 +142,7 @@ def measurement(held, total, rate, label):
     return {
         "bytes": held,
         "total_bytes": total,
-        "percent": round(100.0 if total <= 0 else min(100.0, 100.0 * held / total), 1),
+        "percent": round(_percent(held, total), 1),
         "rate_bytes_per_s": round(rate, 1),
         "progress": progress_line(held, total, rate, label),
     }
