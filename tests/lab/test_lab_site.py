@@ -215,63 +215,42 @@ def test_tags_verify_measures_the_fabric_again(lab: Lab, site) -> None:
 
 
 def test_a_due_restart_survives_a_failed_run_and_restarts_every_rank(lab: Lab, site) -> None:
-    """Profile changes converged with --tags preflight,vllm_server (the validation play runs
-    all the same): a restart that a failed run left undone happens on the next run, and a
-    file changed on one rank restarts every rank of the group. (A start vLLM refuses, which
+    """A file of one rank changed (edited by hand on spark-2), converged with --tags
+    preflight,vllm_server (the validation play runs all the same): the run that would not find
+    the memory for the restart stops before restarting anything, the next run restarts every
+    rank of the group. spark-2 restarted alone left rank 0's engine dead: the run passed, the
+    next request failed with HTTP 500 (EngineDeadError) and rank 0 exited (found 2026-11-24).
+    One restart, and the lab serves its own profile after it. (A start vLLM refuses, which
     fails the run at once with vLLM's reason: the upgrade test's profile, test_lab_upgrade.)"""
     tags = ("--tags", "preflight,vllm_server")
-    started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
-
-    try:
-        due_restart_and_every_rank(lab, tags, started)
-    finally:
-        # 4. Back to the lab profile (whatever failed above: the tests after this one need
-        # a serving lab).
-        proc = run_up(lab, *tags)
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
-    assert code == 200, text
-
-
-def due_restart_and_every_rank(lab: Lab, tags: tuple[str, ...], started: dict[str, str]) -> None:
-    fewer_seqs = json.dumps({"vllm_server_profile_overrides": {"max_num_seqs": 6}})
     marker = "/etc/llmfleet/private/restart-pending"
+    started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
+    lab.sh("spark-2", "echo '# edited by hand' >> /etc/llmfleet/private/vllm.env")
 
-    # 1. The profile changes, but the restart would not find its memory: the run stops
-    # before restarting anything, and the new serve.yaml waits with the marker.
-    proc = run_up(lab, *tags, "-e", fewer_seqs, "-e", "preflight_required_gib=100")
+    # 1. spark-2's environment is put back, but the restart would not find its memory: the
+    # run stops before restarting anything, and spark-2's marker keeps the restart due.
+    proc = run_up(lab, *tags, "-e", "preflight_required_gib=100")
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 2, out[-4000:]
     assert (
-        "spark-1: vLLM must restart (/etc/llmfleet/vllm/serve.yaml changed) but will not find its"
-        " memory: GPU 0 (NVIDIA GB10): free"
-    ) in out
-    for node in ("spark-1", "spark-2"):
-        assert "max-num-seqs: 6" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml")
-        assert lab.sh(node, f"test -f {marker}", check=False).returncode == 0
-        assert vllm_started(lab, node) == started[node]
+        "spark-1: vLLM must restart (a restart is due on spark-2: a file or the weights it serves"
+        " changed) but will not find its memory: GPU 0 (NVIDIA GB10): free"
+    ) in out, out[-4000:]
+    assert "edited by hand" not in lab.out("spark-2", "cat /etc/llmfleet/private/vllm.env")
+    for node, due in (("spark-1", 1), ("spark-2", 0)):
+        assert lab.sh(node, f"test -f {marker}", check=False).returncode == due, node
+        assert vllm_started(lab, node) == started[node], node
 
-    # 2. The same profile again: no file changes, the restart left undone happens.
-    proc = run_up(lab, *tags, "-e", fewer_seqs)
+    # 2. Nothing changes any more: the restart left undone happens, on every rank.
+    proc = run_up(lab, *tags)
     out = " ".join(proc.stdout.split())
     assert proc.returncode == 0, out[-4000:]
-    assert f"spark-1: {marker} is there: restarting vLLM with every rank of the group" in out
-    for node in ("spark-1", "spark-2"):
-        assert vllm_started(lab, node) != started[node]
-        assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1
-
-    # 3. A file of one rank only changed (edited by hand on spark-2): every rank restarts.
-    # spark-2 restarted alone left rank 0's engine dead: the run passed, the next request
-    # failed with HTTP 500 (EngineDeadError) and rank 0 exited (found 2026-11-24).
-    started = {node: vllm_started(lab, node) for node in ("spark-1", "spark-2")}
-    lab.sh("spark-2", "echo '# edited by hand' >> /etc/llmfleet/private/vllm.env")
-    proc = run_up(lab, *tags, "-e", fewer_seqs)
-    out = " ".join(proc.stdout.split())
-    assert proc.returncode == 0, out[-4000:]
+    assert f"spark-2: {marker} is there: restarting vLLM with every rank of the group" in out
     due = "spark-1: a restart is due on spark-2: restarting vLLM with every rank of the group"
     assert due in out, out[-4000:]
     for node in ("spark-1", "spark-2"):
-        assert vllm_started(lab, node) != started[node]
+        assert vllm_started(lab, node) != started[node], node
+        assert lab.sh(node, f"test -e {marker}", check=False).returncode == 1, node
     code, text = curl(lab, "/v1/chat/completions", f"Authorization: Bearer {KEY}", body=chat())
     assert code == 200, text
 
