@@ -39,8 +39,8 @@ def model_bytes(lab: Lab, node: str) -> int:
                        " | awk '{ total += $1 } END { print total }'"))  # fmt: skip
 
 
-def checksums(lab: Lab, node: str) -> str:
-    return lab.out(node, f"cd {MODEL} && find . -path ./.cache -prune -o -type f -print0"
+def checksums(lab: Lab, node: str, folder: str = MODEL) -> str:
+    return lab.out(node, f"cd {folder} && find . -path ./.cache -prune -o -type f -print0"
                          " | sort -z | xargs -0 sha256sum")  # fmt: skip
 
 
@@ -149,6 +149,43 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
     assert again.returncode == 0, again.stdout[-6000:]
     assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
     assert "Verify what the controller already holds" not in again.stdout
+
+    # That folder as the source (model_weights_source controller), into another model folder:
+    # hashed on the controller, pushed to spark-1, copied from there to spark-2.
+    pushed = "/opt/models/llmfleet-tiny-pushed"
+    source = {
+        "model_weights_source": "controller",
+        "model_weights_source_path": str(folder),
+        "model_weights_path": pushed,
+        "model_weights_controller_dir": str(tmp_path),
+    }
+    try:
+        proc = weights_only(lab, "-e", json.dumps(source))
+        assert proc.returncode == 0, proc.stdout[-6000:]
+        for host, step in (
+            ("spark-1", "Hash the controller's folder, as the user running Ansible"),
+            ("spark-1", "Wait for the push"),
+            ("spark-2", "Wait for the copy from the source host"),
+        ):
+            assert f"[{host}] changed: model_weights : {step}" in proc.stdout, step
+        assert "Download the missing files from the hub, on the controller" not in proc.stdout
+        for node in ("spark-1", "spark-2"):
+            assert checksums(lab, node, pushed) == local, node
+            # Root's files, readable by all, whoever owned them on the controller.
+            owners = lab.out(node, f"cd {pushed} && stat -c '%U %a' config.json model.safetensors")
+            assert set(owners.split("\n")) - {""} == {"root 644"}, (node, owners)
+            state = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-pushed.json"
+            record = json.loads(lab.out(node, f"cat {state}"))
+            assert record["source"] == {"source": "controller", "path": str(folder)}, record
+        # The controller's record of its folder is kept beside its models, not in the folder.
+        assert list((tmp_path / ".state").glob("*.source.json")), list(tmp_path.rglob("*.json"))
+        again = weights_only(lab, "-e", json.dumps(source))
+        assert again.returncode == 0, again.stdout[-6000:]
+        assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
+    finally:
+        for node in ("spark-1", "spark-2"):
+            records = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-pushed"
+            lab.sh(node, f"rm -rf {pushed} {records}.*")
 
 
 def test_a_folder_on_one_node_is_copied_to_every_node(lab: Lab, site) -> None:

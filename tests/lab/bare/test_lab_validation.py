@@ -276,6 +276,12 @@ CASES = [
         ],
     ),
     (
+        "weights_from_an_empty_controller_folder",
+        ["model_weights_source=controller", "model_weights_source_path=/no/tiny"],
+        BOTH,
+        ["the controller: model_weights_source_path /no/tiny holds no file; expected the model's"],
+    ),
+    (
         "client_command_with_a_path",
         ["claude_code_command_name=../bin/claude"],
         ("localhost",),
@@ -312,6 +318,7 @@ CHECKS: dict[str, set[str]] = {
     "weights_revision_unknown": {"model_weights", "vllm_server"},
     "weights_path_relative": {"model_weights", "vllm_server"},
     "weights_fetched_on_the_controller_from_a_host_folder": {"model_weights", "vllm_server"},
+    "weights_from_an_empty_controller_folder": {"model_weights", "vllm_server"},
     "client_command_with_a_path": {"claude_code"},
 }
 VLLM_CASES = (
@@ -376,9 +383,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 37 cases take 22 runs: the vLLM settings are one check that 16 cases fail (and
-    # the model's source four more, which leave it unchecked), so no fewer than 20.
-    assert len(batches(CASES)) <= 22
+    # The 38 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
+    # the model's source five more, which leave it unchecked), so no fewer than 21.
+    assert len(batches(CASES)) <= 23
 
 
 @pytest.fixture(scope="module")
