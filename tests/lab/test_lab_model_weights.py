@@ -168,7 +168,8 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
             ("spark-2", "Wait for the copy from the source host"),
         ):
             assert f"[{host}] changed: model_weights : {step}" in proc.stdout, step
-        assert "Download the missing files from the hub, on the controller" not in proc.stdout
+        download = "Download the missing files from the hub, on the controller"
+        assert f"[spark-1] skipping: model_weights : {download}" in proc.stdout, proc.stdout[-6000:]
         for node in ("spark-1", "spark-2"):
             assert checksums(lab, node, pushed) == local, node
             # Root's files, readable by all, whoever owned them on the controller.

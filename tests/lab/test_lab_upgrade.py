@@ -6,12 +6,12 @@ vLLM's own reason and is rolled back by itself; the endpoint answers from the pr
 served before and the history on each node says what happened.
 
 With vLLM in each node's Docker (the runtime image made from the node's own system, as
-molecule's vllm_server scenario makes it), in make test-extended: an image whose vLLM
-refuses its arguments is rolled back by itself and the endpoint answers again from the
-image that served before; a good image sticks through the benchmark gate, the history on
-each node lists both switches with their outcome, and the images beyond the last ones that
-served are removed; a profile that serves slower is caught by the benchmark gate and rolled
-back.
+molecule's vllm_server scenario makes it), in make test: an image whose vLLM refuses its
+arguments is rolled back by itself and the endpoint answers again from the image that
+served before; a good image sticks through the benchmark gate, the history on each node
+lists both switches with their outcome, and the images beyond the last ones that served
+are removed. In make test-extended: a profile that serves slower is caught by the benchmark
+gate and rolled back.
 
 The container tests leave vLLM in containers: conftest runs this file after every other
 test of the served lab. The images are built locally and have no registry digest, so the lab allows
@@ -249,11 +249,8 @@ def in_docker(lab: Lab, site) -> None:
         assert history(lab, node)[-1]["to"]["image"] == f"{RUNTIME}:1", history(lab, node)
 
 
-# Extended: the switch to vLLM in containers, two images built on both nodes and the upgrade
-# with its rollback took 12 minutes of a make test past CI's 90; the rollback's record is
-# unit-tested (tests/unit/plugins/modules/test_deployment_history.py). make test leaves it
-# out (Makefile); make test-extended runs the whole file.
-@pytest.mark.extended
+# The switch to vLLM in containers and two images built on both nodes (the fixture) take
+# about 140 s, this test and the next about 90 s each.
 def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) -> None:
     run = upgrade(lab, "--image", f"{RUNTIME}:broken")
     out = run.stdout
@@ -273,9 +270,6 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) 
     assert answers(lab)
 
 
-# Extended: the switch and its record are walked by the broken image's upgrade too (up to
-# its rollback); make test leaves it out to stay within CI's time (Makefile).
-@pytest.mark.extended
 def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
     # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
     run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2", "--bench-gate", "50")
