@@ -153,6 +153,7 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
     # That folder as the source (model_weights_source controller), into another model folder:
     # hashed on the controller, pushed to spark-1, copied from there to spark-2.
     pushed = "/opt/models/llmfleet-tiny-pushed"
+    records = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-pushed"
     source = {
         "model_weights_source": "controller",
         "model_weights_source_path": str(folder),
@@ -175,8 +176,7 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
             # Root's files, readable by all, whoever owned them on the controller.
             owners = lab.out(node, f"cd {pushed} && stat -c '%U %a' config.json model.safetensors")
             assert set(owners.split("\n")) - {""} == {"root 644"}, (node, owners)
-            state = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-pushed.json"
-            record = json.loads(lab.out(node, f"cat {state}"))
+            record = json.loads(lab.out(node, f"cat {records}.json"))
             assert record["source"] == {"source": "controller", "path": str(folder)}, record
         # The controller's record of its folder is kept beside its models, not in the folder.
         assert list((tmp_path / ".state").glob("*.source.json")), list(tmp_path.rglob("*.json"))
@@ -185,7 +185,6 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
         assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
     finally:
         for node in ("spark-1", "spark-2"):
-            records = "/var/lib/llmfleet/model_weights/opt_models_llmfleet-tiny-pushed"
             lab.sh(node, f"rm -rf {pushed} {records}.*")
 
 
