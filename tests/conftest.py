@@ -98,6 +98,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
 
 
+# Each worker group's time in this run (see worker_group): the summed durations of its
+# tests' setup, call and teardown, and the span from its first start to its last end. The
+# longest span is what a run cannot go below on two workers.
+_GROUP_TIMES: dict[str, list[float]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    group = worker_group(report.nodeid)
+    times = _GROUP_TIMES.setdefault(group, [0.0, report.start, report.stop])
+    times[0] += report.duration
+    times[1] = min(times[1], report.start)
+    times[2] = max(times[2], report.stop)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _GROUP_TIMES:
+        return
+    terminalreporter.section("time per worker group")
+    for group, (total, first, last) in sorted(_GROUP_TIMES.items(), key=lambda item: item[1][1]):
+        terminalreporter.write_line(
+            f"{group:>10}: {total / 60:5.1f} min of tests, {(last - first) / 60:5.1f} min"
+            " from its first start to its last end"
+        )
+
+
 @pytest.fixture(scope="session")
 def collection_root() -> Path:
     return ROOT

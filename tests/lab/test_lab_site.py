@@ -169,11 +169,19 @@ NO_OP_TASKS_BEFORE = {"spark-1": 248, "spark-2": 172}
 # run and skipped task files were included instead of imported (2026-11-23, 220 + 447 and
 # 167 + 450): a no-op run must go through fewer than half as many.
 NO_OP_STEPS_BEFORE = {"spark-1": 667, "spark-2": 617}
+# SSH round trips (`SSH: EXEC` in -vvv) of a no-op run to spark-1: 172 before the roles wrote
+# their files with config_files, 97 after (2026-11-26). What a no-op run costs is these round
+# trips (a module's process on the node each, about 0.15-0.2 s on the lab): a few more tasks
+# fit below the bound, a return to a template per file does not.
+NO_OP_ROUND_TRIPS_MAX = 110
 
 
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
-    proc = run_up(lab)
+    proc = run_up(lab, "-vvv")
     assert proc.returncode == 0, proc.stdout[-6000:]
+    spark_1 = lab.management_ip("spark-1")
+    round_trips = len(re.findall(rf"^<{re.escape(spark_1)}> SSH: EXEC ssh ", proc.stdout, re.M))
+    assert 0 < round_trips < NO_OP_ROUND_TRIPS_MAX, round_trips
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
     recap = parse_recap(proc.stdout)
     tasks = {host: counts["ok"] for host, counts in recap.items()}

@@ -109,8 +109,10 @@ def test_a_job_is_followed_to_its_end_and_its_result_becomes_the_tasks(
     assert result["percent"] == 100.0
     assert result["progress"].startswith("writer: 1.0 MB of 1.0 MB (100%), ")
     assert (result["job"]["rc"], result["job"]["stdout"], result["changed"]) == (0, "done", True)
-    # Several attempts, each a line of its own; the job's status file is gone at the end.
-    assert result["attempts"] >= 3, result
+    # Followed over more than one attempt, each a line of its own (how many depends on the
+    # machine's load: 2 when each attempt's module call is slow); the job's status file is
+    # gone at the end.
+    assert result["attempts"] >= 2, result
     jobs = tmp_path / (".ansible_async" if on_controller else "async")
     assert jobs.is_dir(), jobs
     assert not any(jobs.iterdir())
