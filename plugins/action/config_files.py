@@ -10,6 +10,7 @@ import os
 # _template_vars: the variables ansible.builtin.template adds (ansible_managed, template_path).
 from ansible._internal._templating import _template_vars
 from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 from ansible.utils.vars import merge_hash
@@ -60,7 +61,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        files = []
+        files, secrets = [], dict(self._task.args.get("secret_contents") or {})
         for given in self._task.args.get("files") or []:
             entry = dict(given)
             src = entry.pop("src", None)
@@ -68,8 +69,11 @@ class ActionModule(ActionBase):
                 if entry.get("content") is not None:
                     raise AnsibleActionFail(f"{entry.get('dest')}: give src or content, not both")
                 entry["content"] = self.render(src, entry.get("dest"), task_vars)
+            # A file kept out of diffs holds a secret: passed where the module never logs it.
+            if not boolean(entry.get("diff", True), strict=False) and "content" in entry:
+                secrets[entry.get("dest")] = entry.pop("content")
             files.append(entry)
-        module_args = {**self._task.args, "files": files}
+        module_args = {**self._task.args, "files": files, "secret_contents": secrets}
         result = merge_hash(
             result,
             self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars),

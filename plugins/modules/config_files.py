@@ -49,6 +49,14 @@ options:
       mode:
         description: Its mode, as M(ansible.builtin.file) takes it (C("0700"), C(u=rwx)).
         type: raw
+  secret_contents:
+    description:
+      - What the files that hold a secret hold, by O(files[].dest), in place of their
+        O(files[].content). Never logged (the module's invocation in the host's journal
+        included), never shown.
+      - The action plugin moves O(files[].content) here for a file with O(files[].diff=false).
+    type: dict
+    default: {}
   files:
     description: Files, written in this order.
     type: list
@@ -62,8 +70,7 @@ options:
       content:
         description:
           - What the file holds. The action plugin leaves it out of the result's
-            C(invocation); the content of a file with O(files[].diff=false) is masked wherever
-            it could appear (a validation's output).
+            C(invocation).
           - Required unless the task gives O(files[].src), which the action plugin renders
             into it.
         type: str
@@ -90,7 +97,8 @@ options:
         type: str
       diff:
         description: Whether diff mode shows this file's content. Set V(false) for a file
-          that holds a secret.
+          that holds a secret; its content is then passed in O(secret_contents), kept out of
+          every log and output.
         type: bool
         default: true
 extends_documentation_fragment:
@@ -189,8 +197,8 @@ ARGUMENT_SPEC = {
         "default": [],
         "options": {
             "dest": {"type": "path", "required": True},
-            # Not no_log: that would mask it in every diff. A file with diff false (one that
-            # holds a secret) is masked wherever it could appear (see main).
+            # Not no_log: that would mask it in every diff. The action plugin moves the content
+            # of a file with diff false (one that holds a secret) to secret_contents.
             "content": {"type": "str"},
             "src": {"type": "str"},
             **ATTRIBUTES,
@@ -198,6 +206,10 @@ ARGUMENT_SPEC = {
             "diff": {"type": "bool", "default": True},
         },
     },
+    # Top level: the module logs its invocation on the host (the journal) with a no_log
+    # option's value left out, where a no_log suboption of a list is only looked for in the
+    # list's text, which escapes a newline and so does not find a file's content.
+    "secret_contents": {"type": "dict", "default": {}, "no_log": True},
 }
 NEW_FILE_MODE = "0600"
 
@@ -279,14 +291,15 @@ def replace(module, entry, content):
 def ensure_file(module, entry, created_directories):
     """Make the file hold its content and attributes; (changed, diff or None)."""
     dest = entry["dest"]
-    if entry.get("content") is None:
+    text = module.params["secret_contents"].get(dest, entry["content"])
+    if text is None:
         module.fail_json(msg=f"{dest}: give the file's content (content, or src with the action)")
     folder = os.path.dirname(dest)
     if not os.path.isdir(folder):
         if module.check_mode and folder in created_directories:
             return True, None
         module.fail_json(msg=f"{dest}: its folder {folder} does not exist")
-    content = to_bytes(entry["content"], errors="surrogate_or_strict")
+    content = to_bytes(text, errors="surrogate_or_strict")
     before = read_bytes(dest)
     changed = before != content
     if changed and not module.check_mode:
@@ -306,9 +319,6 @@ def ensure_file(module, entry, created_directories):
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    for entry in module.params["files"]:
-        if not entry["diff"] and entry.get("content"):
-            module.no_log_values.add(entry["content"])
     changed_directories = [
         entry["path"] for entry in module.params["directories"] if ensure_directory(module, entry)
     ]

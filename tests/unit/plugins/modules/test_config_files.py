@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmfleet.cluster.plugins.modules import config_files
 
 from tests.unit.plugins.conftest import REPO
@@ -33,13 +35,10 @@ def service_args(root: Path, **extra: Any) -> dict[str, Any]:
         "directories": [{"path": str(root / "etc"), "mode": "0700"}],
         "files": [
             {"dest": str(root / "etc" / "serve.yaml"), "content": "port: 8000\n", "mode": "0644"},
-            {
-                "dest": str(root / "etc" / "vllm.env"),
-                "content": f"{SECRET}\n",
-                "mode": "0600",
-                "diff": False,
-            },
+            {"dest": str(root / "etc" / "vllm.env"), "mode": "0600", "diff": False},
         ],
+        # Where the action plugin moves the content of a file with diff false.
+        "secret_contents": {str(root / "etc" / "vllm.env"): f"{SECRET}\n"},
         **extra,
     }
 
@@ -68,12 +67,14 @@ def test_writes_folders_and_files_once(tmp_path: Path, run_module: RunModule) ->
 
 
 def test_a_change_shows_its_diff_but_never_the_secret(
-    tmp_path: Path, run_module: RunModule
+    tmp_path: Path, run_module: RunModule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert run_module(config_files, service_args(tmp_path))[0] == 0
     args = service_args(tmp_path, _ansible_diff=True)
     args["files"][0]["content"] = "port: 8001\n"
-    args["files"][1]["content"] = f"{SECRET}-rotated\n"
+    args["secret_contents"] = {args["files"][1]["dest"]: f"{SECRET}-rotated\n"}
+    logged: list[str] = []
+    monkeypatch.setattr(AnsibleModule, "log", lambda _, msg, log_args=None: logged.append(msg))
     rc, result = run_module(config_files, args)
     assert rc == 0, result
     assert result["changed_files"] == [f["dest"] for f in args["files"]]
@@ -86,6 +87,9 @@ def test_a_change_shows_its_diff_but_never_the_secret(
         }
     ]
     assert SECRET not in json.dumps(result)
+    # The invocation the module logs on the host (its journal) names the file, not the secret.
+    assert any("serve.yaml" in line for line in logged), logged
+    assert not any(SECRET in line for line in logged), logged
     assert (tmp_path / "etc" / "vllm.env").read_text() == f"{SECRET}-rotated\n"
 
 
@@ -175,8 +179,11 @@ def test_a_template_renders_as_ansible_builtin_template_does(tmp_path: Path) -> 
                 {
                     "llmfleet.cluster.config_files": {
                         "files": [
-                            {"src": "unit.j2", "dest": str(tmp_path / name), "mode": "0644"}
-                            for name in ("ours.service", "builtin.service")
+                            *(
+                                {"src": "unit.j2", "dest": str(tmp_path / name), "mode": "0644"}
+                                for name in ("ours.service", "builtin.service")
+                            ),
+                            {"content": SECRET, "dest": str(tmp_path / "key.env"), "diff": False},
                         ]
                     },
                     "register": "written",
@@ -206,7 +213,13 @@ def test_a_template_renders_as_ansible_builtin_template_does(tmp_path: Path) -> 
     rendered = (tmp_path / "ours.service").read_text()
     assert "Environment=B=two\nExecStart=/usr/bin/true 8000\n" in rendered
     ours = json.loads(proc.stdout)["plays"][0]["tasks"][1]["hosts"]["localhost"]
-    assert ours["changed_files"] == [str(tmp_path / "ours.service")]
-    # The invocation names the content's size, not the content.
+    assert ours["changed_files"] == [str(tmp_path / name) for name in ("ours.service", "key.env")]
+    assert (tmp_path / "key.env").read_text() == SECRET
+    # The invocation names the content's size, not the content; the secret went where the
+    # module never logs it (its no_log option).
     invoked = ours["invocation"]["module_args"]["files"]
-    assert [entry["content"] for entry in invoked] == [f"({len(rendered)} characters)"] * 2
+    assert [entry["content"] for entry in invoked] == [f"({len(rendered)} characters)"] * 2 + [None]
+    assert ours["invocation"]["module_args"]["secret_contents"] == {
+        str(tmp_path / "key.env"): "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    }
+    assert SECRET not in proc.stdout
