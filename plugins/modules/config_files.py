@@ -288,17 +288,16 @@ def replace(module, entry, content):
         raise
 
 
-def ensure_file(module, entry, created_directories):
-    """Make the file hold its content and attributes; (changed, diff or None)."""
+def ensure_file(module, entry, text, created_directories):
+    """Make the file hold ``text`` and its attributes; (changed, diff or None)."""
     dest = entry["dest"]
-    text = module.params["secret_contents"].get(dest, entry["content"])
     if text is None:
         module.fail_json(msg=f"{dest}: give the file's content (content, or src with the action)")
     folder = os.path.dirname(dest)
-    if not os.path.isdir(folder):
-        if module.check_mode and folder in created_directories:
-            return True, None
+    if not os.path.isdir(folder) and not (module.check_mode and folder in created_directories):
         module.fail_json(msg=f"{dest}: its folder {folder} does not exist")
+    if os.path.isdir(dest):
+        module.fail_json(msg=f"{dest} is a folder, not a file")
     content = to_bytes(text, errors="surrogate_or_strict")
     before = read_bytes(dest)
     changed = before != content
@@ -323,9 +322,15 @@ def main():
         entry["path"] for entry in module.params["directories"] if ensure_directory(module, entry)
     ]
     created = {os.path.normpath(path) for path in changed_directories}
+    # Keyed by the destination as the task gave it: expanded as a path option is.
+    secrets = {
+        os.path.expanduser(os.path.expandvars(path)): text
+        for path, text in module.params["secret_contents"].items()
+    }
     changed_files, diffs = [], []
     for entry in module.params["files"]:
-        changed, diff = ensure_file(module, entry, created)
+        text = secrets.get(entry["dest"], entry["content"])
+        changed, diff = ensure_file(module, entry, text, created)
         if changed:
             changed_files.append(entry["dest"])
         if diff is not None:

@@ -131,6 +131,11 @@ def test_check_mode_writes_nothing(tmp_path: Path, run_module: RunModule) -> Non
     assert result["changed"] is True
     assert len(result["changed_files"]) == 2
     assert not (tmp_path / "etc").exists()
+    # The new file's diff all the same (its folder would be created first).
+    rc, result = run_module(
+        config_files, service_args(tmp_path, _ansible_check_mode=True, _ansible_diff=True)
+    )
+    assert [(d["before"], d["after"]) for d in result["diff"]] == [("", "port: 8000\n")]
 
 
 def test_a_file_in_a_missing_folder_is_refused(tmp_path: Path, run_module: RunModule) -> None:
@@ -139,6 +144,19 @@ def test_a_file_in_a_missing_folder_is_refused(tmp_path: Path, run_module: RunMo
     assert rc == 1
     folder = tmp_path / "nowhere"
     assert result["msg"] == f"{folder / 'a.conf'}: its folder {folder} does not exist"
+
+
+def test_a_secret_is_found_by_its_destination_as_the_task_gave_it(
+    tmp_path: Path, run_module: RunModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = {
+        "files": [{"dest": "~/key.env", "diff": False}],
+        "secret_contents": {"~/key.env": f"{SECRET}\n"},
+    }
+    rc, result = run_module(config_files, args)
+    assert rc == 0, result
+    assert (tmp_path / "key.env").read_text() == f"{SECRET}\n"
 
 
 def test_a_new_file_without_a_mode_is_owner_only(tmp_path: Path, run_module: RunModule) -> None:
