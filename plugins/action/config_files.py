@@ -62,7 +62,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         files, secrets = [], dict(self._task.args.get("secret_contents") or {})
-        for given in self._task.args.get("files") or []:
+        for index, given in enumerate(self._task.args.get("files") or []):
             entry = dict(given)
             src = entry.pop("src", None)
             if src is not None:
@@ -71,7 +71,7 @@ class ActionModule(ActionBase):
                 entry["content"] = self.render(src, entry.get("dest"), task_vars)
             # A file kept out of diffs holds a secret: passed where the module never logs it.
             if not boolean(entry.get("diff", True), strict=False) and "content" in entry:
-                secrets[entry.get("dest")] = entry.pop("content")
+                secrets[str(index)] = entry.pop("content")
             files.append(entry)
         module_args = {**self._task.args, "files": files, "secret_contents": secrets}
         result = merge_hash(

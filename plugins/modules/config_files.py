@@ -51,9 +51,9 @@ options:
         type: raw
   secret_contents:
     description:
-      - What the files that hold a secret hold, by O(files[].dest), in place of their
-        O(files[].content). Never logged (the module's invocation in the host's journal
-        included), never shown.
+      - What the files that hold a secret hold, by their place in O(files) (V("0") for the
+        first), in place of their O(files[].content). Never logged (the module's invocation
+        in the host's journal included), never shown.
       - The action plugin moves O(files[].content) here for a file with O(files[].diff=false).
     type: dict
     default: {}
@@ -322,14 +322,10 @@ def main():
         entry["path"] for entry in module.params["directories"] if ensure_directory(module, entry)
     ]
     created = {os.path.normpath(path) for path in changed_directories}
-    # Keyed by the destination as the task gave it: expanded as a path option is.
-    secrets = {
-        os.path.expanduser(os.path.expandvars(path)): text
-        for path, text in module.params["secret_contents"].items()
-    }
+    secrets = module.params["secret_contents"]
     changed_files, diffs = [], []
-    for entry in module.params["files"]:
-        text = secrets.get(entry["dest"], entry["content"])
+    for index, entry in enumerate(module.params["files"]):
+        text = secrets.get(str(index), entry["content"])
         changed, diff = ensure_file(module, entry, text, created)
         if changed:
             changed_files.append(entry["dest"])
