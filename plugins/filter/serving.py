@@ -1,0 +1,219 @@
+"""Filters for serving groups: the Sparks split into independent tensor-parallel groups,
+each its own vLLM, and the gateway's view of what serves which model.
+
+A group is ``{name, hosts}``; its first host is rank 0, which serves the API. The groups
+come from the inventory in one of three ways, in this order:
+
+* child groups of ``sparks`` named ``serving_<anything>`` (explicit groups, each host list
+  in its inventory order);
+* ``llmfleet_group_size: N``: the ``sparks`` group cut into groups of N hosts, in order
+  (``serving_1``, ``serving_2``, ...);
+* neither: one group, ``llmfleet_vllm_hosts`` or every Spark (the single-group
+  inventories of before, unchanged).
+
+``serving_groups`` never fails: the validation play asks ``serving_group_problems`` first
+and stops with its sentences before any host changes.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+GROUP_PREFIX = "serving_"
+SIZE_VARIABLE = "llmfleet_group_size"
+HOSTS_VARIABLE = "llmfleet_vllm_hosts"
+DEFAULT_PORT = 8000
+
+
+def _explicit_groups(groups):
+    """The inventory's ``serving_*`` groups, ordered by where their first host stands."""
+    sparks = list(groups.get("sparks") or [])
+    found = [
+        {"name": name, "hosts": list(hosts)}
+        for name, hosts in groups.items()
+        if name.startswith(GROUP_PREFIX) and hosts
+    ]
+
+    def position(group):
+        first = group["hosts"][0]
+        return (sparks.index(first) if first in sparks else len(sparks), group["name"])
+
+    return sorted(found, key=position)
+
+
+def _size(group_size):
+    """``group_size`` as an int, or None when it is unset or not a whole number."""
+    if group_size in (None, ""):
+        return None
+    try:
+        return int(group_size)
+    except (TypeError, ValueError):
+        return None
+
+
+def serving_groups(groups, group_size=None, vllm_hosts=None):
+    """The serving groups, ``[{name, hosts}]``, from ``groups`` (Ansible's magic variable)."""
+    if not isinstance(groups, dict):
+        raise AnsibleFilterError(f"serving_groups needs Ansible's groups mapping, got {groups!r}")
+    explicit = _explicit_groups(groups)
+    if explicit:
+        return explicit
+    sparks = list(groups.get("sparks") or [])
+    size = _size(group_size)
+    if size and size > 0:
+        return [
+            {"name": f"{GROUP_PREFIX}{number}", "hosts": sparks[start : start + size]}
+            for number, start in enumerate(range(0, len(sparks), size), start=1)
+        ]
+    hosts = list(vllm_hosts) if vllm_hosts else sparks
+    return [{"name": f"{GROUP_PREFIX}1", "hosts": hosts}] if hosts else []
+
+
+def _divisors(count):
+    return [size for size in range(2, count + 1) if count % size == 0]
+
+
+def _size_problems(group_size, sparks, explicit):
+    size = _size(group_size)
+    if size is None or size < 2:
+        return [
+            f"{SIZE_VARIABLE} is {group_size!r}; expected a whole number of 2 or more "
+            "(the Sparks of one tensor-parallel group)"
+        ]
+    problems = []
+    if len(sparks) % size:
+        problems.append(
+            f"{SIZE_VARIABLE} is {size} but the sparks group has {len(sparks)} hosts "
+            f"({', '.join(sparks)}); expected a size that divides {len(sparks)}: "
+            f"{', '.join(map(str, _divisors(len(sparks)))) or 'none'}"
+        )
+    if explicit:
+        problems.append(
+            f"{SIZE_VARIABLE} is {group_size!r} and the inventory also has serving groups "
+            f"({', '.join(group['name'] for group in explicit)}); expected one of the two"
+        )
+    return problems
+
+
+def _explicit_problems(explicit, sparks):
+    problems = []
+    seen = {}
+    for group in explicit:
+        name, hosts = group["name"], group["hosts"]
+        if len(hosts) < 2:
+            problems.append(
+                f"serving group {name} has {len(hosts)} host ({', '.join(hosts)}); expected 2 or"
+                " more Sparks (tensor parallel across them); one Spark serves alone in the"
+                " gh200-style single-node inventory"
+            )
+        outside = [host for host in hosts if host not in sparks]
+        if outside:
+            problems.append(
+                f"serving group {name} has {', '.join(outside)}, not in the sparks group;"
+                " expected Sparks only"
+            )
+        for host in hosts:
+            if host in seen:
+                problems.append(
+                    f"{host} is in serving groups {seen[host]} and {name}; expected each Spark"
+                    " in one group (a Spark's memory holds one rank)"
+                )
+            else:
+                seen[host] = name
+    return problems
+
+
+def serving_group_problems(groups, group_size=None, vllm_hosts=None, fabric_hosts=None):
+    """Sentences for serving groups that cannot be launched; empty when they can.
+
+    ``fabric_hosts``: the hosts the CX7 fabric joins (cx7_network's group); every host of a
+    group needs it, since its ranks talk over it.
+    """
+    if not isinstance(groups, dict):
+        raise AnsibleFilterError(
+            f"serving_group_problems needs Ansible's groups mapping, got {groups!r}"
+        )
+    sparks = list(groups.get("sparks") or [])
+    explicit = _explicit_groups(groups)
+    sized = group_size not in (None, "")
+    problems = _size_problems(group_size, sparks, explicit) if sized else []
+    if vllm_hosts and (explicit or sized):
+        problems.append(
+            f"{HOSTS_VARIABLE} is {list(vllm_hosts)} with several serving groups; it names "
+            "the hosts of a single group: remove it, or list the hosts in serving_* groups"
+        )
+    problems += _explicit_problems(explicit, sparks)
+    for group in serving_groups(groups, group_size, vllm_hosts) if fabric_hosts is not None else []:
+        outside = [host for host in group["hosts"] if host not in fabric_hosts]
+        if outside:
+            problems.append(
+                f"serving group {group['name']} has {', '.join(outside)}, which the CX7"
+                f" fabric does not join (it joins {', '.join(fabric_hosts) or 'no host'});"
+                " expected every host of a group on the fabric its ranks talk over"
+            )
+    return problems
+
+
+def serving_group_of(serving_groups_list, host):
+    """The group ``host`` serves in (``{name, hosts}``), or ``{}`` when it serves in none."""
+    for group in serving_groups_list or []:
+        if host in group["hosts"]:
+            return group
+    return {}
+
+
+def _address(hostvars, host):
+    """Where another host reaches ``host``: its ansible_host, else its name."""
+    return str(hostvars[host].get("ansible_host") or host)
+
+
+def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
+    """What a gateway forwards to: ``[{name, model, address, port}]``, one per serving
+    group (its rank 0, which serves the API) and one per single-node host (a GH200-class box,
+    a Mac Studio), each with the model it serves (``llmfleet_served_model``).
+
+    ``single_hosts``: ``{host: port variable}``, e.g. ``{"gh200-1": "vllm_server_port"}``.
+    A host whose inventory does not set that variable listens where the roles' default
+    puts it: ``llmfleet_api_port``, else 8000.
+    """
+    entries = [
+        (group["name"], group["hosts"][0], "vllm_server_port")
+        for group in serving_groups_list or []
+        if group.get("hosts")
+    ] + [(host, host, variable) for host, variable in (single_hosts or {}).items()]
+    upstreams = []
+    for name, host, variable in entries:
+        variables = hostvars[host]
+        upstreams.append(
+            {
+                "name": name,
+                "model": str(variables.get("llmfleet_served_model") or ""),
+                "address": _address(hostvars, host),
+                "port": int(
+                    variables.get(variable) or variables.get("llmfleet_api_port") or DEFAULT_PORT
+                ),
+            }
+        )
+    return upstreams
+
+
+def gateway_backends(upstreams):
+    """The gateway's backends: upstreams grouped by the model they serve, in order of first
+    appearance, ``[{model, servers: [{name, address, port}]}]``; the first is the default
+    (requests that name no model, or one no backend serves)."""
+    backends = {}
+    for upstream in upstreams or []:
+        server = {key: upstream[key] for key in ("name", "address", "port")}
+        backends.setdefault(upstream["model"], []).append(server)
+    return [{"model": model, "servers": servers} for model, servers in backends.items()]
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "serving_groups": serving_groups,
+            "serving_group_problems": serving_group_problems,
+            "serving_group_of": serving_group_of,
+            "gateway_upstreams": gateway_upstreams,
+            "gateway_backends": gateway_backends,
+        }

@@ -1,0 +1,160 @@
+"""Serving groups from the inventory, what makes them unlaunchable, and the gateway's view."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.filter.serving import (
+    FilterModule,
+    gateway_backends,
+    gateway_upstreams,
+    serving_group_of,
+    serving_group_problems,
+    serving_groups,
+)
+
+FOUR = ["spark-1", "spark-2", "spark-3", "spark-4"]
+
+
+def inventory(**extra: list[str]) -> dict[str, list[str]]:
+    return {"all": FOUR, "ungrouped": [], "sparks": FOUR, **extra}
+
+
+def test_no_size_and_no_groups_is_one_group_of_every_spark() -> None:
+    assert serving_groups(inventory()) == [{"name": "serving_1", "hosts": FOUR}]
+
+
+def test_llmfleet_vllm_hosts_still_names_the_single_group() -> None:
+    assert serving_groups(inventory(), None, ["spark-1", "spark-2"]) == [
+        {"name": "serving_1", "hosts": ["spark-1", "spark-2"]}
+    ]
+
+
+def test_a_group_size_cuts_the_sparks_in_order() -> None:
+    assert serving_groups(inventory(), 2) == [
+        {"name": "serving_1", "hosts": ["spark-1", "spark-2"]},
+        {"name": "serving_2", "hosts": ["spark-3", "spark-4"]},
+    ]
+    assert serving_groups(inventory(), "2") == serving_groups(inventory(), 2)
+
+
+def test_explicit_groups_keep_their_own_host_order_and_sort_by_the_sparks_order() -> None:
+    groups = inventory(serving_b=["spark-2", "spark-1"], serving_a=["spark-4", "spark-3"])
+    assert serving_groups(groups) == [
+        {"name": "serving_b", "hosts": ["spark-2", "spark-1"]},
+        {"name": "serving_a", "hosts": ["spark-4", "spark-3"]},
+    ]
+
+
+def test_an_inventory_without_sparks_has_no_group() -> None:
+    assert serving_groups({"all": ["gh200-1"], "gh200": ["gh200-1"]}) == []
+
+
+def test_groups_that_launch_have_no_problem() -> None:
+    assert serving_group_problems(inventory()) == []
+    assert serving_group_problems(inventory(), 2, None, FOUR) == []
+    assert serving_group_problems(inventory(serving_a=FOUR[:2], serving_b=FOUR[2:])) == []
+
+
+def test_a_size_that_does_not_divide_the_sparks_names_the_sizes_that_do() -> None:
+    assert serving_group_problems(inventory(), 3) == [
+        "llmfleet_group_size is 3 but the sparks group has 4 hosts (spark-1, spark-2, spark-3,"
+        " spark-4); expected a size that divides 4: 2, 4"
+    ]
+
+
+@pytest.mark.parametrize("size", [1, 0, "two", -2])
+def test_a_size_below_two_or_not_a_number_is_refused(size: object) -> None:
+    [problem] = serving_group_problems(inventory(), size)
+    assert problem.startswith(f"llmfleet_group_size is {size!r}; expected a whole number of 2")
+
+
+def test_a_size_with_explicit_groups_or_vllm_hosts_is_refused() -> None:
+    groups = inventory(serving_a=FOUR[:2], serving_b=FOUR[2:])
+    assert serving_group_problems(groups, 2) == [
+        "llmfleet_group_size is 2 and the inventory also has serving groups (serving_a,"
+        " serving_b); expected one of the two"
+    ]
+    [problem] = serving_group_problems(inventory(), 2, ["spark-1", "spark-2"])
+    assert problem.startswith("llmfleet_vllm_hosts is ['spark-1', 'spark-2'] with several")
+
+
+def test_a_host_in_two_groups_a_lone_host_and_a_stranger_are_named() -> None:
+    groups = inventory(
+        serving_a=["spark-1", "spark-2"], serving_b=["spark-2", "gh200-1"], serving_c=["spark-4"]
+    )
+    assert serving_group_problems(groups) == [
+        "serving group serving_b has gh200-1, not in the sparks group; expected Sparks only",
+        "spark-2 is in serving groups serving_a and serving_b; expected each Spark in one group"
+        " (a Spark's memory holds one rank)",
+        "serving group serving_c has 1 host (spark-4); expected 2 or more Sparks (tensor"
+        " parallel across them); one Spark serves alone in the gh200-style single-node inventory",
+    ]
+
+
+def test_a_group_host_off_the_fabric_is_named() -> None:
+    assert serving_group_problems(inventory(), 2, None, FOUR[:3]) == [
+        "serving group serving_2 has spark-4, which the CX7 fabric does not join (it joins"
+        " spark-1, spark-2, spark-3); expected every host of a group on the fabric its ranks"
+        " talk over"
+    ]
+
+
+def test_a_host_finds_its_group() -> None:
+    groups = serving_groups(inventory(), 2)
+    assert serving_group_of(groups, "spark-3") == {"name": "serving_2", "hosts": FOUR[2:]}
+    assert serving_group_of(groups, "gh200-1") == {}
+
+
+def test_upstreams_are_each_groups_rank_0_and_each_single_host() -> None:
+    hostvars = {
+        "spark-1": {"ansible_host": "192.0.2.11", "llmfleet_served_model": "minimax"},
+        "spark-2": {"ansible_host": "192.0.2.12", "llmfleet_served_model": "minimax"},
+        "spark-3": {
+            "ansible_host": "192.0.2.13",
+            "llmfleet_served_model": "minimax",
+            "vllm_server_port": 8001,
+        },
+        "spark-4": {"ansible_host": "192.0.2.14", "llmfleet_served_model": "minimax"},
+        "gh200-1": {"llmfleet_served_model": "qwen3", "llmfleet_api_port": 9000},
+        "mac-1": {"ansible_host": "192.0.2.30", "llmfleet_served_model": "coder"},
+    }
+    upstreams = gateway_upstreams(
+        serving_groups(inventory(), 2),
+        {"gh200-1": "vllm_server_port", "mac-1": "mlx_server_port"},
+        hostvars,
+    )
+    assert upstreams == [
+        {"name": "serving_1", "model": "minimax", "address": "192.0.2.11", "port": 8000},
+        {"name": "serving_2", "model": "minimax", "address": "192.0.2.13", "port": 8001},
+        {"name": "gh200-1", "model": "qwen3", "address": "gh200-1", "port": 9000},
+        {"name": "mac-1", "model": "coder", "address": "192.0.2.30", "port": 8000},
+    ]
+    assert gateway_backends(upstreams) == [
+        {
+            "model": "minimax",
+            "servers": [
+                {"name": "serving_1", "address": "192.0.2.11", "port": 8000},
+                {"name": "serving_2", "address": "192.0.2.13", "port": 8001},
+            ],
+        },
+        {"model": "qwen3", "servers": [{"name": "gh200-1", "address": "gh200-1", "port": 9000}]},
+        {"model": "coder", "servers": [{"name": "mac-1", "address": "192.0.2.30", "port": 8000}]},
+    ]
+
+
+def test_bad_input_is_a_filter_error() -> None:
+    with pytest.raises(AnsibleFilterError, match="groups mapping"):
+        serving_groups(["spark-1"])
+    with pytest.raises(AnsibleFilterError, match="groups mapping"):
+        serving_group_problems("sparks")
+
+
+def test_the_filters_are_registered() -> None:
+    assert set(FilterModule().filters()) == {
+        "serving_groups",
+        "serving_group_problems",
+        "serving_group_of",
+        "gateway_upstreams",
+        "gateway_backends",
+    }
