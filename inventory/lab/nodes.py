@@ -105,15 +105,20 @@ def inventory() -> dict:
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     }
     endpoint = hub_endpoint() if hosts else ""
+    # The lab's model has 2 attention heads: tensor parallel 2 at most. Four, six or eight
+    # nodes serve as groups of two behind the serving gateway on the first node, as a team
+    # runs several Spark pairs; two nodes serve as one group, without a gateway.
+    grouped = len(hosts) >= 4 and len(hosts) % 2 == 0
     return {
         "_meta": {"hostvars": hostvars},
         "all": {
-            "children": ["sparks", "lab", "claude_code_routers", "claude_clients"],
+            "children": ["sparks", "lab", "gateways", "claude_code_routers", "claude_clients"],
             # Where role model_weights downloads the lab's model from (group_vars/all).
             "vars": {"model_weights_hub_endpoint": endpoint} if endpoint else {},
         },
-        "sparks": {"hosts": hosts},
+        "sparks": {"hosts": hosts, "vars": {"llmfleet_group_size": 2} if grouped else {}},
         "lab": {"hosts": hosts},
+        "gateways": {"hosts": hosts[:1] if grouped else []},
         "claude_code_routers": {"hosts": hosts[:1]},
         "claude_clients": {"hosts": ["localhost"] if hosts else []},
     }

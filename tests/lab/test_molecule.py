@@ -28,6 +28,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "nccl_env",
         "ray_node",
         "gpu_container",
+        "serving_gateway",
         "cluster_firewall",
     ),
     "clients": ("claude_code", "claude_code_router", "mlx_server", "preflight"),

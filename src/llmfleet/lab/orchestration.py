@@ -247,9 +247,10 @@ def run(
     lab_up_s = round(time.monotonic() - started, 1)
     head = status.nodes[0]
     health_url = f"http://{head.management_ip}:8000/health"
-    # The lab's model has 2 attention heads: on more nodes, vLLM serves on the first two
-    # (the layout the validation play suggests) and the others run the rest of the roles.
-    layout = [json.dumps({"llmfleet_vllm_hosts": ["spark-1", "spark-2"]})] if nodes > 2 else []
+    # The lab's model has 2 attention heads: an even lab serves as groups of two behind the
+    # gateway (inventory/lab/nodes.py); on an odd one, vLLM serves on the first two (the
+    # layout the validation play suggests) and the others run the rest of the roles.
+    layout = [json.dumps({"llmfleet_vllm_hosts": ["spark-1", "spark-2"]})] if nodes % 2 else []
     say(f"lab up in {lab_up_s} s; fresh converge (llmfleet up), watching {health_url}")
     fresh = _llmfleet_up(lab, root, health_url, layout)
     say(f"fresh converge {fresh.seconds} s, first answer at {fresh.first_answer_s} s")

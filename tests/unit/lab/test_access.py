@@ -83,3 +83,43 @@ def test_a_stopped_node_is_named_and_an_old_node_is_reached_through_podman() -> 
         "ansible_connection": "containers.podman.podman",
         "ansible_host": "lab-spark-2",
     }
+
+
+def inventory_of(count: int, monkeypatch: pytest.MonkeyPatch) -> dict:
+    nodes = lab_inventory()
+    containers = [
+        {
+            "Names": [f"lab-spark-{index}"],
+            "Labels": {
+                "llmfleet.lab.node": f"spark-{index}",
+                "llmfleet.lab.index": str(index),
+                "llmfleet.lab.ssh": "/cache/ssh",
+            },
+        }
+        for index in range(1, count + 1)
+    ]
+    monkeypatch.setattr(nodes, "lab_containers", lambda: containers)
+    monkeypatch.setattr(
+        nodes, "management_ips", lambda names: {n: f"10.89.0.{i}" for i, n in enumerate(names)}
+    )
+    monkeypatch.setattr(nodes, "hub_endpoint", lambda: "")
+    return nodes.inventory()
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_two_or_three_nodes_serve_as_one_group_without_a_gateway(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inventory = inventory_of(count, monkeypatch)
+    assert inventory["sparks"]["vars"] == {}
+    assert inventory["gateways"]["hosts"] == []
+
+
+@pytest.mark.parametrize("count", [4, 6])
+def test_an_even_lab_of_four_or_more_serves_in_pairs_behind_the_first_node(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inventory = inventory_of(count, monkeypatch)
+    assert inventory["sparks"]["vars"] == {"llmfleet_group_size": 2}
+    assert inventory["gateways"]["hosts"] == ["spark-1"]
+    assert "gateways" in inventory["all"]["children"]
