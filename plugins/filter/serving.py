@@ -144,7 +144,8 @@ def serving_group_problems(groups, group_size=None, vllm_hosts=None, fabric_host
         )
     problems += _explicit_problems(explicit, sparks)
     for group in serving_groups(groups, group_size, vllm_hosts) if fabric_hosts is not None else []:
-        outside = [host for host in group["hosts"] if host not in fabric_hosts]
+        # A host outside the sparks group is named by its own check.
+        outside = [h for h in group["hosts"] if h in sparks and h not in fabric_hosts]
         if outside:
             problems.append(
                 f"serving group {group['name']} has {', '.join(outside)}, which the CX7"
@@ -208,6 +209,17 @@ def gateway_backends(upstreams):
     return [{"model": model, "servers": servers} for model, servers in backends.items()]
 
 
+def gateway_groups(upstreams):
+    """``[{name, url}]``: each upstream's own API, where a benchmark through the gateway
+    reads the requests it finished (llm_benchmark's ``groups``)."""
+    groups = []
+    for upstream in upstreams or []:
+        address = upstream["address"]
+        host = "[{0}]".format(address) if ":" in address else address
+        groups.append({"name": upstream["name"], "url": f"http://{host}:{upstream['port']}"})
+    return groups
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -216,4 +228,5 @@ class FilterModule:
             "serving_group_of": serving_group_of,
             "gateway_upstreams": gateway_upstreams,
             "gateway_backends": gateway_backends,
+            "gateway_groups": gateway_groups,
         }

@@ -190,6 +190,40 @@ def sessions_section(scenarios, comparison):
     return lines
 
 
+def groups_section(scenarios):
+    """The load each serving group behind a gateway carried, per scenario (no lines for a
+    run without groups)."""
+    measured = [s for s in scenarios if s.get("by_group")]
+    if not measured:
+        return []
+    names = []
+    for scenario in measured:
+        names.extend(g["name"] for g in scenario["by_group"] if g["name"] not in names)
+    rows = []
+    for scenario in measured:
+        load = {g["name"]: g for g in scenario["by_group"]}
+        cells = [scenario.get("name") or NONE_TEXT]
+        for name in names:
+            group = load.get(name) or {}
+            share = group.get("share")
+            cells.append(
+                "{0} ({1})".format(group["requests"], "{0:.0%}".format(share))
+                if group.get("requests") is not None and share is not None
+                else NONE_TEXT
+            )
+        rows.append(cells)
+    lines = [
+        "",
+        "## Load per serving group",
+        "",
+        "Requests each group finished during the scenario and its share, from each group's "
+        "own vLLM counters (the run went through the serving gateway).",
+        "",
+    ]
+    lines.extend(_table(["scenario", *names], rows, ["---"] + ["--:"] * len(names)))
+    return lines
+
+
 def _duration(started, finished):
     try:
         seconds = (parse_time(finished) - parse_time(started)).total_seconds()
@@ -247,6 +281,7 @@ def render_markdown(record):
 
     comparison = record.get("comparison") or {}
     lines.extend(sessions_section(scenarios, comparison))
+    lines.extend(groups_section(scenarios))
     if comparison.get("previous"):
         lines.extend(["", "## Compared with the previous run", ""])
         lines.append(

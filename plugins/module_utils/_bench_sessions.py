@@ -13,6 +13,8 @@ scenario runs ``sessions`` such sessions at once for ``turns`` turns:
 * turn 1 is the session's task (``prompt_tokens``, the session's nonce first); each later
   turn re-sends everything before it plus the previous turn's tool call (a ``Read``, as
   Claude Code re-sends the model's ``tool_use``) and its result (``turn_tokens``);
+* every request of a session carries its id in ``SESSION_HEADER``, as Claude Code's do, so
+  that a serving gateway keeps the session on one group;
 * the turns run in lockstep (every session's turn n, then turn n+1), so that vLLM's
   prefix-cache counters (``/metrics``, read before and after each turn) belong to one turn.
 
@@ -58,6 +60,9 @@ TOOL_INDEX = 1_100_000
 TASK_INDEX = 1_200_000
 RESULT_INDEX = 2_000_000
 METRICS_PATH = "/metrics"
+# Claude Code names its session in this header on every request; a serving gateway keeps a
+# session on one group by it.
+SESSION_HEADER = "X-Claude-Code-Session-Id"
 COUNTER_LINE = re.compile(
     r"^vllm:(prefix_cache_queries|prefix_cache_hits)_total\{([^}]*)\}\s+([0-9.eE+-]+)\s*$",
     re.MULTILINE,
@@ -198,24 +203,23 @@ def parse_prefix_counters(text, model):
     return totals
 
 
-async def read_prefix_counters(client):
-    """vLLM's prefix-cache counters of the served model, or None when the server has no
-    /metrics (llama.cpp, vllm-mlx, a gateway) or cannot be read."""
-    endpoint = client.endpoint
+async def read_metrics_text(endpoint, ssl_context, timeout, api_key=None):
+    """The Prometheus text a server's /metrics answers, or None when it has none (llama.cpp,
+    vllm-mlx, a gateway) or cannot be read. ``endpoint``: ``parse_url``'s."""
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(
                 endpoint["host"],
                 endpoint["port"],
-                ssl=client.ssl_context,
-                server_hostname=endpoint["host"] if client.ssl_context else None,
+                ssl=ssl_context,
+                server_hostname=endpoint["host"] if ssl_context else None,
             ),
-            client.timeout,
+            timeout,
         )
     except (OSError, asyncio.TimeoutError):
         return None
     try:
-        writer.write(build_request(endpoint, METRICS_PATH, b"", client.api_key, method="GET"))
+        writer.write(build_request(endpoint, METRICS_PATH, b"", api_key, method="GET"))
         await writer.drain()
         status, _reason, headers = await read_head(reader)
         data = b""
@@ -227,7 +231,16 @@ async def read_prefix_counters(client):
         writer.close()
     if status != 200:
         return None
-    return parse_prefix_counters(data.decode("utf-8", errors="replace"), client.model)
+    return data.decode("utf-8", errors="replace")
+
+
+async def read_prefix_counters(client):
+    """vLLM's prefix-cache counters of the served model at the client's endpoint, or None
+    when it has no /metrics or cannot be read."""
+    text = await read_metrics_text(
+        client.endpoint, client.ssl_context, client.timeout, client.api_key
+    )
+    return parse_prefix_counters(text, client.model) if text is not None else None
 
 
 def turn_metrics(turn, records, duration_s, before, after):
@@ -258,12 +271,28 @@ def turn_metrics(turn, records, duration_s, before, after):
     return entry
 
 
+def session_id(run_id, session):
+    """The id a session's requests carry in ``SESSION_HEADER``, as Claude Code's carry theirs."""
+    return "{0}-s{1:03d}".format(run_id, session)
+
+
 async def run_session_scenario(
-    client, scenario, tokens_per_word, run_id, *, seed=0, ignore_eos=True, on_progress=None
+    client,
+    scenario,
+    tokens_per_word,
+    run_id,
+    *,
+    seed=0,
+    ignore_eos=True,
+    on_progress=None,
+    read_counters=None,
 ):
     """Run one session scenario; its plan's metrics (over every request), ``by_turn`` and
     ``session_wall_s`` (from a session's first request sent to its last answered).
-    ``on_progress(done, errors, elapsed_s)`` is called after every finished request."""
+    ``on_progress(done, errors, elapsed_s)`` is called after every finished request.
+    ``read_counters()``: the prefix-cache counters read around each turn (the endpoint's own
+    by default; a gateway's groups' summed, when the run knows them)."""
+    read_counters = read_counters or (lambda: read_prefix_counters(client))
     system, tools = shared_prefix(run_id, scenario, tokens_per_word, seed)
     sessions = range(scenario["sessions"])
     records = []
@@ -276,7 +305,8 @@ async def run_session_scenario(
             run_id, scenario, tokens_per_word, system, session=session, turn=turn, seed=seed
         )
         record = await client.chat(
-            chat_body(client.model, messages, scenario["max_tokens"], ignore_eos, tools)
+            chat_body(client.model, messages, scenario["max_tokens"], ignore_eos, tools),
+            headers={SESSION_HEADER: session_id(run_id, session)},
         )
         records.append(record)
         by_session[session].append(record)
@@ -285,11 +315,11 @@ async def run_session_scenario(
         return record
 
     for turn in range(scenario["turns"]):
-        before = await read_prefix_counters(client)
+        before = await read_counters()
         turn_start = clock()
         turn_records = await asyncio.gather(*(send(session, turn) for session in sessions))
         duration = clock() - turn_start
-        after = await read_prefix_counters(client)
+        after = await read_counters()
         turns.append(turn_metrics(turn + 1, list(turn_records), duration, before, after))
     result = scenario_metrics(records, clock() - start)
     result["by_turn"] = turns

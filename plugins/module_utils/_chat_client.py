@@ -87,8 +87,9 @@ class Client:
     def chat_url(self):
         return self.endpoint["base"] + CHAT_PATH
 
-    async def chat(self, body):
-        """Send one streaming request; return its record (never raises but on cancel).
+    async def chat(self, body, headers=None):
+        """Send one streaming request (with ``headers``, ``{name: value}``, besides the
+        usual ones); return its record (never raises but on cancel).
 
         A record: ``ok``, ``error`` (text or None), ``status``, ``start``, ``first``
         (None without any generated text), ``end`` (perf_counter seconds),
@@ -107,7 +108,7 @@ class Client:
             "chunks": 0,
         }
         try:
-            await asyncio.wait_for(self._exchange(body, record), self.timeout)
+            await asyncio.wait_for(self._exchange(body, record, headers), self.timeout)
         except asyncio.TimeoutError as error:
             # wait_for's has no errno; the kernel's (a connect that timed out) has one
             if getattr(error, "errno", None):
@@ -122,7 +123,7 @@ class Client:
             record["ok"] = False
         return record
 
-    async def _exchange(self, body, record):
+    async def _exchange(self, body, record, headers=None):
         payload = json.dumps(body).encode("utf-8")
         endpoint = self.endpoint
         reader, writer = await asyncio.open_connection(
@@ -133,7 +134,7 @@ class Client:
             limit=HEAD_LIMIT * 4,
         )
         try:
-            writer.write(build_request(endpoint, CHAT_PATH, payload, self.api_key))
+            writer.write(build_request(endpoint, CHAT_PATH, payload, self.api_key, headers=headers))
             await writer.drain()
             status, _reason, headers = await read_head(reader)
             record["status"] = status

@@ -61,9 +61,10 @@ def parse_url(url):
     }
 
 
-def build_request(endpoint, path, body, api_key=None, method="POST"):
+def build_request(endpoint, path, body, api_key=None, *, method="POST", headers=None):
     """The bytes of a POST of ``body`` (bytes) to ``path`` under the endpoint's base path;
-    with ``method="GET"``, a GET of ``path`` (``body`` empty)."""
+    with ``method="GET"``, a GET of ``path`` (``body`` empty). ``headers``: more header
+    lines, ``{name: value}``."""
     lines = ["{0} {1}{2} HTTP/1.1".format(method, endpoint["path"], path)]
     lines.extend(
         ["Host: {0}".format(endpoint["host_header"]), "User-Agent: {0}".format(USER_AGENT)]
@@ -79,6 +80,7 @@ def build_request(endpoint, path, body, api_key=None, method="POST"):
     lines.append("Connection: close")
     if api_key:
         lines.append("Authorization: Bearer {0}".format(api_key))
+    lines.extend("{0}: {1}".format(name, value) for name, value in (headers or {}).items())
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 

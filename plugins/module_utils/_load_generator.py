@@ -29,6 +29,12 @@ import json
 import os
 import time
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_groups import (
+    GROUPS_OPTION,
+    Groups,
+    group_load,
+    group_problems,
+)
 from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_prompts import (
     DEFAULT_TOKENS_PER_WORD,
     make_prompt,
@@ -44,7 +50,11 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions i
     session_plan,
     session_problems,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._chat_client import Client, clock
+from ansible_collections.llmfleet.cluster.plugins.module_utils._chat_client import (
+    ENDPOINT_OPTIONS,
+    Client,
+    clock,
+)
 from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import parse_url
 from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics import (
     scenario_metrics,
@@ -224,7 +234,7 @@ async def run_scenario(
     return result
 
 
-async def _run(client, scenarios, ignore_eos, progress_file, seed):
+async def _run(client, scenarios, ignore_eos, progress_file, *, seed, groups):
     run_id = make_run_id()
     tokens_per_word, calibration = await calibrate(client, run_id, seed, ignore_eos)
     results = []
@@ -248,6 +258,7 @@ async def _run(client, scenarios, ignore_eos, progress_file, seed):
                 )
 
         report(0, 0, 0.0)
+        groups_before = await groups.read() if groups else None
         if scenario.get("kind") == SESSION:
             result = scenario_plan(scenario)
             result.update(
@@ -259,12 +270,11 @@ async def _run(client, scenarios, ignore_eos, progress_file, seed):
                     seed=seed,
                     ignore_eos=ignore_eos,
                     on_progress=report,
+                    read_counters=groups.prefix_counters if groups else None,
                 )
             )
-            results.append(result)
-            continue
-        results.append(
-            await run_scenario(
+        else:
+            result = await run_scenario(
                 client,
                 scenario,
                 tokens_per_word,
@@ -274,8 +284,10 @@ async def _run(client, scenarios, ignore_eos, progress_file, seed):
                 ignore_eos=ignore_eos,
                 on_progress=report,
             )
-        )
-        first_index += scenario["requests"]
+            first_index += scenario["requests"]
+        if groups:
+            result["by_group"] = group_load(groups_before, await groups.read())
+        results.append(result)
     return tokens_per_word, calibration, results
 
 
@@ -290,8 +302,13 @@ def run_benchmark(
     validate_certs=True,
     progress_file=None,
     seed=0,
+    groups=None,
 ):
     """Calibrate, run every scenario in order, return the result (see ``plan``).
+
+    ``groups``: the serving groups behind a gateway at ``url`` (``[{name, url}]``, each
+    group's own vLLM); each scenario then reports the share of its requests each carried
+    (``by_group``), and a session scenario the prefix cache of all of them.
 
     Raises BenchError for invalid input or when the calibration request fails
     (the server cannot be reached, refuses the key, does not know the model...).
@@ -301,6 +318,7 @@ def run_benchmark(
         problems.append(
             "request_timeout must be a positive number of seconds, got {0}".format(request_timeout)
         )
+    problems += group_problems(groups)
     try:
         client = Client(url, model, api_key, request_timeout, validate_certs)
     except ValueError as error:
@@ -310,7 +328,14 @@ def run_benchmark(
     result = plan(url, model, scenarios, ignore_eos)
     result["started"] = utc_now()
     tokens_per_word, calibration, scenario_results = asyncio.run(
-        _run(client, scenarios, ignore_eos, progress_file, seed)
+        _run(
+            client,
+            scenarios,
+            ignore_eos,
+            progress_file,
+            seed=seed,
+            groups=Groups(groups, model, validate_certs=validate_certs),
+        )
     )
     result["finished"] = utc_now()
     result["tokens_per_word"] = round(tokens_per_word, 4)
@@ -322,6 +347,23 @@ def run_benchmark(
 # ---------------------------------------------------------------------------
 # what the llm_benchmark module checks and reports
 # ---------------------------------------------------------------------------
+# llm_benchmark's options (documented in the module and its doc fragments).
+ARGUMENT_SPEC = {
+    **ENDPOINT_OPTIONS,
+    "scenarios": {
+        "type": "list",
+        "elements": "dict",
+        "required": True,
+        "options": SCENARIO_OPTIONS,
+    },
+    "ignore_eos": {"type": "bool", "default": True},
+    "progress_file": {"type": "path"},
+    "groups": GROUPS_OPTION,
+    "seed": {"type": "int", "default": 0},
+    "fail_on_errors": {"type": "bool", "default": False},
+}
+
+
 def check_params(params):
     """Problems with the module's parameters that the argument spec cannot see (empty when
     fine)."""
@@ -331,6 +373,7 @@ def check_params(params):
     except ValueError as error:
         problems.append(str(error))
     problems.extend(validate_scenarios(params["scenarios"]))
+    problems.extend(group_problems(params.get("groups")))
     progress_dir = os.path.dirname(params["progress_file"] or "") or "."
     if params["progress_file"] and not os.path.isdir(progress_dir):
         problems.append(

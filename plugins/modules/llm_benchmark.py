@@ -67,6 +67,7 @@ options:
 extends_documentation_fragment:
   - llmfleet.cluster.llm_endpoint
   - llmfleet.cluster.bench_scenarios
+  - llmfleet.cluster.bench_groups
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -141,6 +142,16 @@ EXAMPLES = r"""
   loop: "{{ __bench_result.benchmark.scenarios | rejectattr('warmup') | list }}"
   loop_control:
     label: "{{ item.name }}"
+
+- name: Benchmark 16 sessions through a serving gateway, with each group's share of them
+  llmfleet.cluster.llm_benchmark:
+    url: http://spark-1:8080
+    model: "{{ llmfleet_served_model }}"
+    api_key: "{{ llmfleet_api_key }}"
+    groups: [{name: serving_1, url: "http://spark-1:8000"}, {name: serving_2, url: "http://spark-3:8000"}]
+    scenarios: [{name: sessions_c16, kind: session, sessions: 16, turns: 3, system_tokens: 3000,
+                 tool_tokens: 9000, prompt_tokens: 200, turn_tokens: 400, max_tokens: 64}]
+  delegate_to: localhost
 
 - name: Keep the result next to the others for comparisons
   ansible.builtin.copy:
@@ -365,18 +376,25 @@ benchmark:
           type: dict
           returned: session scenarios, unless check mode
           sample: {mean: 12.1, p50: 12.0, p90: 12.4, p99: 12.5, min: 11.8, max: 12.5}
+        by_group:
+          description:
+            - With O(groups), one entry per group - C(name), C(requests) (the requests it
+              finished during the scenario, from its own counter) and C(share) (of all the
+              groups' requests); both null for a group that could not be read.
+          type: list
+          elements: dict
+          returned: with O(groups), unless check mode
+          sample: [{name: serving_1, requests: 26, share: 0.5417},
+                   {name: serving_2, requests: 22, share: 0.4583}]
 """
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._chat_client import (  # noqa: E402
-    ENDPOINT_OPTIONS,
-)
 from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics import (  # noqa: E402
     summary_line,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (  # noqa: E402
-    SCENARIO_OPTIONS,
+    ARGUMENT_SPEC,
     BenchError,
     check_mode_result,
     check_params,
@@ -384,20 +402,6 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator i
     run_benchmark,
     run_warnings,
 )
-
-ARGUMENT_SPEC = {
-    **ENDPOINT_OPTIONS,
-    "scenarios": {
-        "type": "list",
-        "elements": "dict",
-        "required": True,
-        "options": SCENARIO_OPTIONS,
-    },
-    "ignore_eos": {"type": "bool", "default": True},
-    "progress_file": {"type": "path"},
-    "seed": {"type": "int", "default": 0},
-    "fail_on_errors": {"type": "bool", "default": False},
-}
 
 
 def main():
@@ -419,6 +423,7 @@ def main():
             validate_certs=params["validate_certs"],
             progress_file=params["progress_file"],
             seed=params["seed"],
+            groups=params["groups"],
         )
     except BenchError as error:
         module.fail_json(msg=str(error), url=error.url)

@@ -4,21 +4,29 @@
 spark-2, spark-3 and spark-4) with the gateway (HAProxy) on spark-1 (inventory/lab/nodes.py).
 The tests send real requests through the gateway to real vLLM ranks and read each group's
 own request counters (vLLM's /metrics on its rank 0) to see where they went.
+
+This machine is the client of both this lab and the session's test lab, which run at the
+same time in the two workers: this lab's Claude Code goes to a folder of the module's own
+(its command and its npm install), so that the test lab's `claude-local` keeps pointing at
+the test lab.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from .conftest import TEST_LAB, Lab, llmfleet, run_up
+from .test_lab_clients import FIB, claude
 
 GATEWAY_LAB = f"{TEST_LAB}-gateway"
 KEY = "llmfleet-lab-key"
@@ -27,15 +35,41 @@ MODEL = "llmfleet-tiny"
 GROUPS = {"serving_1": "spark-1", "serving_2": "spark-3"}
 # Fixed session ids: the gateway's hashing puts each on the same group in every run.
 SESSIONS = [f"lab-session-{letter}" for letter in "abcdefgh"]
+# Claude Code's second turn re-sends the first: all but its new tokens come from the cache
+# of the group that served the first turn, if it reaches that group again.
+PREFIX_HIT_FLOOR = 0.9
+# 16 Claude Code-shaped sessions at once, two turns each, through the gateway.
+SIXTEEN_SESSIONS = json.dumps(
+    {
+        "benchmark_scenarios": [
+            {"name": "sessions_c16", "kind": "session", "sessions": 16, "turns": 2,
+             "system_tokens": 300, "tool_tokens": 1500, "prompt_tokens": 100,
+             "turn_tokens": 200, "max_tokens": 8},
+        ]
+    }
+)  # fmt: skip
+GROUP_SHARE = (0.35, 0.65)
+PREFIX_LINE = re.compile(
+    r"^(vllm:prefix_cache_(?:queries|hits)_total)\{[^}]*\}\s+([0-9.eE+-]+)$", re.MULTILINE
+)
 
 
 @pytest.fixture(scope="module")
-def grouped_lab() -> Iterator[Lab]:
+def client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gateway-client")
+
+
+@pytest.fixture(scope="module")
+def grouped_lab(client_dir: Path) -> Iterator[Lab]:
     llmfleet("lab", "down", "--name", GATEWAY_LAB)
     llmfleet("lab", "up", "--name", GATEWAY_LAB, "--nodes", "4")
     lab = Lab(GATEWAY_LAB)
     try:
-        result = run_up(lab)
+        result = run_up(
+            lab,
+            "-e", f"claude_code_bin_dir={client_dir / 'bin'}",
+            "-e", f"claude_code_install_dir={client_dir / 'claude-code'}",
+        )  # fmt: skip
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
         yield lab
     finally:
@@ -82,6 +116,18 @@ def served_requests(lab: Lab) -> dict[str, float]:
             if line.startswith("vllm:request_success_total{")
         )
     return counts
+
+
+def prefix_counters(lab: Lab) -> dict[str, float]:
+    """Both groups' prefix-cache counters, summed: the cache of the whole cluster."""
+    totals: dict[str, float] = {}
+    for node in GROUPS.values():
+        with urllib.request.urlopen(
+            f"http://{lab.management_ip(node)}:8000/metrics", timeout=30
+        ) as response:
+            for name, value in PREFIX_LINE.findall(response.read().decode()):
+                totals[name] = totals.get(name, 0.0) + float(value)
+    return totals
 
 
 def test_both_apis_answer_through_the_gateway_with_the_key_and_401_without(
@@ -157,3 +203,42 @@ def test_a_group_that_stops_loses_only_requests_in_flight_and_comes_back(
         assert chat(grouped_lab, session, f"{session} back") == 200
     after = served_requests(grouped_lab)
     assert after["serving_2"] > before["serving_2"]
+
+
+def test_claude_codes_next_turn_through_the_gateway_hits_its_groups_cache(
+    grouped_lab: Lab, client_dir: Path, tmp_path: Path
+) -> None:
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    repo.mkdir()
+    home.mkdir()
+    (repo / "fib.py").write_text(FIB)
+    command = client_dir / "bin" / "claude-local"
+    claude(command, repo, "Read fib.py and say what it computes.")
+    before = prefix_counters(grouped_lab)
+    claude(command, repo, "Now suggest a faster version, briefly.", "--continue")
+    after = prefix_counters(grouped_lab)
+    queries = after["vllm:prefix_cache_queries_total"] - before["vllm:prefix_cache_queries_total"]
+    hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+    assert queries > 0, "no prefix-cache lookups: did the turn reach a group?"
+    print(f"prefix-cache hit ratio of the next turn through the gateway: {hits / queries:.3f}")
+    assert hits / queries >= PREFIX_HIT_FLOOR
+
+
+def test_the_benchmark_through_the_gateway_reports_each_groups_share(
+    grouped_lab: Lab, tmp_path: Path
+) -> None:
+    run = grouped_lab.run(
+        "llmfleet", "bench", "-i", "inventory/lab", "--plain",
+        "-e", f"benchmark_results_dir={tmp_path}", "-e", SIXTEEN_SESSIONS,
+        timeout=2400,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    [result] = [json.loads(path.read_text()) for path in tmp_path.glob("bench-*.json")]
+    [sessions] = result["benchmark"]["scenarios"]
+    assert sessions["errors"] == 0
+    shares = {group["name"]: group["share"] for group in sessions["by_group"]}
+    print(f"16 sessions through the gateway, share of the requests per group: {shares}")
+    assert set(shares) == set(GROUPS)
+    assert all(GROUP_SHARE[0] <= share <= GROUP_SHARE[1] for share in shares.values()), shares
+    [report] = tmp_path.glob("bench-*.md")
+    assert "## Load per serving group" in report.read_text()

@@ -172,7 +172,10 @@ NO_OP_STEPS_BEFORE = {"spark-1": 667, "spark-2": 617}
 # SSH round trips (`SSH: EXEC` in -vvv) of a no-op run to spark-1: 172 before the roles wrote
 # their files with config_files, 99 after (2026-11-26). What a no-op run costs is these round
 # trips (a module's process on the node each, about 0.15-0.2 s on the lab): a few more tasks
-# fit below the bound, a return to a template per file does not.
+# fit below the bound, a return to a template per file does not. A wait that polls again
+# (a service slow to answer while the other worker's lab loads: 141 round trips in one full
+# run) costs one round trip per retry; those are the machine's load, not the run's own, and
+# are counted apart.
 NO_OP_ROUND_TRIPS_MAX = 110
 
 
@@ -181,7 +184,8 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     assert proc.returncode == 0, proc.stdout[-6000:]
     spark_1 = lab.management_ip("spark-1")
     round_trips = len(re.findall(rf"^<{re.escape(spark_1)}> SSH: EXEC ssh ", proc.stdout, re.M))
-    assert 0 < round_trips < NO_OP_ROUND_TRIPS_MAX, round_trips
+    retries = re.findall(r"^\[spark-1\] retrying \(\d+/\d+\): (.*)$", proc.stdout, re.M)
+    assert 0 < round_trips - len(retries) < NO_OP_ROUND_TRIPS_MAX, (round_trips, retries)
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
     recap = parse_recap(proc.stdout)
     tasks = {host: counts["ok"] for host, counts in recap.items()}

@@ -237,6 +237,15 @@ CASES = [
         ],
     ),
     (
+        "group_size_does_not_divide_the_sparks",
+        ["llmfleet_group_size=3"],
+        BOTH,
+        [
+            "llmfleet_group_size is 3 but the sparks group has 2 hosts (spark-1, spark-2)",
+            "expected a size that divides 2: 2",
+        ],
+    ),
+    (
         "router_version_floating",
         ["claude_code_router_version=latest"],
         ("spark-1",),
@@ -312,6 +321,7 @@ CHECKS: dict[str, set[str]] = {
     "prometheus_port_is_node_exporter_port": {"monitoring", "ports"},
     "ray_head_is_not_the_api_host": {"ray_head"},
     "vllm_host_outside_the_sparks": {"all"},
+    "group_size_does_not_divide_the_sparks": {"serving_groups"},
     "router_version_floating": {"claude_code_router"},
     "router_endpoint_not_http": {"claude_code_router", "claude_code"},
     "weights_without_room": {"model_weights", "vllm_server"},
@@ -383,7 +393,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 38 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
+    # The 39 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
     # the model's source five more, which leave it unchecked), so no fewer than 21.
     assert len(batches(CASES)) <= 23
 

@@ -10,8 +10,9 @@ It answers 401 without the right bearer key, 500 when ``fail_when`` says so, clo
 connection after ``cut_after`` tokens, and counts the most requests it had in flight at
 once. It keeps a prefix cache of words, as vLLM's of tokens: a prompt (the tool list, then
 each message's text and tool calls) hits the longest prefix it shares with an earlier one,
-counted in ``GET /metrics`` as vLLM's ``prefix_cache_queries_total`` and ``hits_total``
-(unless ``metrics`` is false). With ``tls`` (an SSLContext) it speaks https. The
+counted in ``GET /metrics`` as vLLM's ``prefix_cache_queries_total`` and ``hits_total``,
+with the requests answered to the end as ``request_success_total`` (unless ``metrics`` is
+false). With ``tls`` (an SSLContext) it speaks https. The
 ``fake_server`` fixture (tests/unit/plugins/conftest.py) starts them.
 """
 
@@ -62,6 +63,8 @@ class FakeLlmServer:
         self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
         self.in_flight = 0
+        # Requests answered to the end, as vLLM's request_success_total counts them.
+        self.finished = 0
         self.max_in_flight = 0
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -127,6 +130,7 @@ class FakeLlmServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             try:
                 await self._stream(writer, payload)
+                self.finished += 1
             finally:
                 self.in_flight -= 1
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
@@ -141,6 +145,11 @@ class FakeLlmServer:
             f"vllm:prefix_cache_queries_total{{{labels}}} {float(self.cache_queries)}\n"
             f'vllm:prefix_cache_queries_total{{engine="0",model_name="other"}} 99.0\n'
             f"vllm:prefix_cache_hits_total{{{labels}}} {float(self.cache_hits)}\n"
+            "# TYPE vllm:request_success_total counter\n"
+            f'vllm:request_success_total{{{labels},finished_reason="length"}} '
+            f"{float(self.finished)}\n"
+            'vllm:request_success_total{engine="0",finished_reason="length",'
+            'model_name="other"} 7.0\n'
         )
 
     def look_up(self, payload: dict[str, Any]) -> int:

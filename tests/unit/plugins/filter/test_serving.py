@@ -7,6 +7,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import (
     FilterModule,
     gateway_backends,
+    gateway_groups,
     gateway_upstreams,
     serving_group_of,
     serving_group_problems,
@@ -100,6 +101,10 @@ def test_a_group_host_off_the_fabric_is_named() -> None:
     ]
 
 
+def test_a_host_outside_the_sparks_is_not_also_named_off_the_fabric() -> None:
+    assert serving_group_problems(inventory(), None, ["spark-1", "spark-9"], FOUR) == []
+
+
 def test_a_host_finds_its_group() -> None:
     groups = serving_groups(inventory(), 2)
     assert serving_group_of(groups, "spark-3") == {"name": "serving_2", "hosts": FOUR[2:]}
@@ -157,4 +162,16 @@ def test_the_filters_are_registered() -> None:
         "serving_group_of",
         "gateway_upstreams",
         "gateway_backends",
+        "gateway_groups",
     }
+
+
+def test_each_upstream_is_read_at_its_own_api() -> None:
+    upstreams = [
+        {"name": "serving_1", "model": "m", "address": "192.0.2.11", "port": 8000},
+        {"name": "gh200-1", "model": "q", "address": "2001:db8::5", "port": 9000},
+    ]
+    assert gateway_groups(upstreams) == [
+        {"name": "serving_1", "url": "http://192.0.2.11:8000"},
+        {"name": "gh200-1", "url": "http://[2001:db8::5]:9000"},
+    ]

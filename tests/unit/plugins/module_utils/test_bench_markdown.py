@@ -180,3 +180,27 @@ def test_markdown_shows_each_session_scenario_turn_by_turn_against_the_previous_
     assert "turn by turn" not in _bench_markdown.render_markdown(
         _bench_record.build_record(make_benchmark())
     )
+
+
+def test_markdown_shows_the_load_of_each_serving_group() -> None:
+    bench = make_benchmark()
+    short = bench["scenarios"][1]
+    short["by_group"] = [
+        {"name": "serving_1", "requests": 9, "share": 0.5625},
+        {"name": "serving_2", "requests": 7, "share": 0.4375},
+    ]
+    bench["scenarios"][2]["by_group"] = [
+        {"name": "serving_1", "requests": 16, "share": 0.5},
+        {"name": "serving_2", "requests": None, "share": None},
+    ]
+    markdown = _bench_markdown.render_markdown(_bench_record.build_record(bench))
+    assert "## Load per serving group" in markdown
+    assert _table_rows(markdown, "| scenario | serving_1") == [
+        ["short_c4", "9 (56%)", "7 (44%)"],
+        ["long_c8", "16 (50%)", "—"],
+    ]
+
+
+def test_markdown_without_groups_has_no_load_section() -> None:
+    markdown = _bench_markdown.render_markdown(_bench_record.build_record(make_benchmark()))
+    assert "Load per serving group" not in markdown
