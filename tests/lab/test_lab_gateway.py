@@ -8,7 +8,7 @@ own request counters (vLLM's /metrics on its rank 0) to see where they went.
 This machine is the client of both this lab and the session's test lab, which run at the
 same time in the two workers: this lab's Claude Code goes to a folder of the module's own
 (its command and its npm install), so that the test lab's `claude-local` keeps pointing at
-the test lab.
+the test lab; its run's artifacts (RDMA results) go to a folder of their own too.
 """
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import TEST_LAB, Lab, llmfleet, run_up
+from .conftest import ROOT, TEST_LAB, Lab, llmfleet, run_up
 from .test_lab_clients import FIB, claude
 
 GATEWAY_LAB = f"{TEST_LAB}-gateway"
+# This lab's RDMA results apart from the test lab's: the test lab's no-op run re-measured
+# its fabric (perftest, 42 more round trips) after this lab's result came last in the
+# shared folder.
+ARTIFACTS = ROOT / "artifacts" / "lab-gateway"
 KEY = "llmfleet-lab-key"
 MODEL = "llmfleet-tiny"
 # Rank 0 of each group: where its API and counters are.
@@ -67,6 +71,7 @@ def grouped_lab(client_dir: Path) -> Iterator[Lab]:
     try:
         result = run_up(
             lab,
+            "-e", f"llmfleet_artifacts_dir={ARTIFACTS}",
             "-e", f"claude_code_bin_dir={client_dir / 'bin'}",
             "-e", f"claude_code_install_dir={client_dir / 'claude-code'}",
         )  # fmt: skip
