@@ -12,10 +12,9 @@ sums the prefix-cache ratio of the whole run.
 from __future__ import annotations
 
 import asyncio
-import re
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
-    parse_prefix_counters,
+    model_counters,
     read_metrics_text,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import (
@@ -33,9 +32,6 @@ GROUPS_OPTION = {
         "url": {"type": "str", "required": True},
     },
 }
-REQUEST_LINE = re.compile(
-    r"^vllm:request_success_total\{([^}]*)\}\s+([0-9.eE+-]+)\s*$", re.MULTILINE
-)
 
 
 def group_problems(groups):
@@ -61,13 +57,13 @@ def group_problems(groups):
 def parse_group_counters(text, model):
     """``{"requests": n, "queries": n, "hits": n}`` of ``model`` from a group's /metrics text;
     the prefix counters are None when the text has none."""
-    requests = 0.0
-    for labels, value in REQUEST_LINE.findall(text or ""):
-        if 'model_name="' in labels and 'model_name="{0}"'.format(model) not in labels:
-            continue
-        requests += float(value)
-    prefix = parse_prefix_counters(text, model) or {"queries": None, "hits": None}
-    return {"requests": requests, **prefix}
+    totals = model_counters(text, model)
+    prefix = "prefix_cache_queries" in totals and "prefix_cache_hits" in totals
+    return {
+        "requests": totals.get("request_success", 0.0),
+        "queries": totals["prefix_cache_queries"] if prefix else None,
+        "hits": totals["prefix_cache_hits"] if prefix else None,
+    }
 
 
 class Groups:

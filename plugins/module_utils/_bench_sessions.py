@@ -63,8 +63,9 @@ METRICS_PATH = "/metrics"
 # Claude Code names its session in this header on every request; a serving gateway keeps a
 # session on one group by it.
 SESSION_HEADER = "X-Claude-Code-Session-Id"
+# A labelled vLLM counter: its name (between ``vllm:`` and ``_total``), labels, value.
 COUNTER_LINE = re.compile(
-    r"^vllm:(prefix_cache_queries|prefix_cache_hits)_total\{([^}]*)\}\s+([0-9.eE+-]+)\s*$",
+    r"^vllm:([a-z_]+)_total\{([^}]*)\}\s+([0-9.eE+-]+)\s*$",
     re.MULTILINE,
 )
 
@@ -189,18 +190,24 @@ def session_messages(run_id, scenario, tokens_per_word, system, *, session, turn
     return messages
 
 
-def parse_prefix_counters(text, model):
-    """``{"queries": n, "hits": n}`` (tokens) from vLLM's Prometheus text for ``model``
-    (summed over the other labels); None when the text has no such counters."""
+def model_counters(text, model):
+    """Each vLLM counter of ``model`` in Prometheus text, ``{name: value}`` (the name without
+    ``vllm:`` and ``_total``), summed over the other labels."""
     totals = {}
     for name, labels, value in COUNTER_LINE.findall(text or ""):
         if 'model_name="' in labels and 'model_name="{0}"'.format(model) not in labels:
             continue
-        key = "queries" if name.endswith("queries") else "hits"
-        totals[key] = totals.get(key, 0.0) + float(value)
-    if set(totals) != {"queries", "hits"}:
-        return None
+        totals[name] = totals.get(name, 0.0) + float(value)
     return totals
+
+
+def parse_prefix_counters(text, model):
+    """``{"queries": n, "hits": n}`` (tokens) from vLLM's Prometheus text for ``model``
+    (summed over the other labels); None when the text has no such counters."""
+    totals = model_counters(text, model)
+    if "prefix_cache_queries" not in totals or "prefix_cache_hits" not in totals:
+        return None
+    return {"queries": totals["prefix_cache_queries"], "hits": totals["prefix_cache_hits"]}
 
 
 async def read_metrics_text(endpoint, ssl_context, timeout, api_key=None):

@@ -14,7 +14,6 @@ the test lab; its run's artifacts (RDMA results) go to a folder of their own too
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import threading
 import time
@@ -24,6 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_groups import (
+    parse_group_counters,
+)
 
 from .conftest import ROOT, TEST_LAB, Lab, llmfleet, run_up
 from .test_lab_clients import FIB, claude
@@ -53,9 +55,6 @@ SIXTEEN_SESSIONS = json.dumps(
     }
 )  # fmt: skip
 GROUP_SHARE = (0.35, 0.65)
-PREFIX_LINE = re.compile(
-    r"^(vllm:prefix_cache_(?:queries|hits)_total)\{[^}]*\}\s+([0-9.eE+-]+)$", re.MULTILINE
-)
 
 
 @pytest.fixture(scope="module")
@@ -107,32 +106,27 @@ def chat(lab: Lab, session: str | None, text: str, key: str | None = KEY) -> int
     return request(f"{gateway(lab)}/v1/chat/completions", body, headers)[0]
 
 
-def served_requests(lab: Lab) -> dict[str, float]:
-    """Each group's finished requests, from vLLM's own counter on its rank 0."""
-    counts = {}
+def group_counters(lab: Lab) -> dict[str, dict]:
+    """Each group's own vLLM counters of the served model, from its rank 0's /metrics:
+    finished requests and prefix-cache queries and hits."""
+    counters = {}
     for group, node in GROUPS.items():
         with urllib.request.urlopen(
             f"http://{lab.management_ip(node)}:8000/metrics", timeout=30
         ) as response:
-            text = response.read().decode()
-        counts[group] = sum(
-            float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line.startswith("vllm:request_success_total{")
-        )
-    return counts
+            counters[group] = parse_group_counters(response.read().decode(), MODEL)
+    return counters
+
+
+def served_requests(lab: Lab) -> dict[str, float]:
+    """Each group's finished requests."""
+    return {group: counters["requests"] for group, counters in group_counters(lab).items()}
 
 
 def prefix_counters(lab: Lab) -> dict[str, float]:
     """Both groups' prefix-cache counters, summed: the cache of the whole cluster."""
-    totals: dict[str, float] = {}
-    for node in GROUPS.values():
-        with urllib.request.urlopen(
-            f"http://{lab.management_ip(node)}:8000/metrics", timeout=30
-        ) as response:
-            for name, value in PREFIX_LINE.findall(response.read().decode()):
-                totals[name] = totals.get(name, 0.0) + float(value)
-    return totals
+    counters = group_counters(lab).values()
+    return {key: sum(c[key] for c in counters) for key in ("queries", "hits")}
 
 
 def test_both_apis_answer_through_the_gateway_with_the_key_and_401_without(
@@ -222,8 +216,8 @@ def test_claude_codes_next_turn_through_the_gateway_hits_its_groups_cache(
     before = prefix_counters(grouped_lab)
     claude(command, repo, "Now suggest a faster version, briefly.", "--continue")
     after = prefix_counters(grouped_lab)
-    queries = after["vllm:prefix_cache_queries_total"] - before["vllm:prefix_cache_queries_total"]
-    hits = after["vllm:prefix_cache_hits_total"] - before["vllm:prefix_cache_hits_total"]
+    queries = after["queries"] - before["queries"]
+    hits = after["hits"] - before["hits"]
     assert queries > 0, "no prefix-cache lookups: did the turn reach a group?"
     print(f"prefix-cache hit ratio of the next turn through the gateway: {hits / queries:.3f}")
     assert hits / queries >= PREFIX_HIT_FLOOR
