@@ -11,8 +11,8 @@ class ModuleDocFragment:
 options:
   groups:
     description:
-      - The serving groups behind a serving gateway at O(url), each read at its own vLLM's
-        C(/metrics) (no key needed) before and after every scenario.
+      - The serving groups behind a serving gateway at O(url), each read at C(<url>/metrics)
+        (its vLLM's counters, with O(api_key)) before and after every scenario.
       - Every scenario then reports RV(benchmark.scenarios[].by_group), the share of its
         requests each group finished, and a V(session) scenario's prefix-cache figures sum
         every group's counters (the gateway has none of its own).
@@ -25,7 +25,11 @@ options:
         type: str
         required: true
       url:
-        description: The group's own vLLM base URL (its rank 0), e.g. C(http://spark-3:8000).
+        description: >-
+          Where the group's counters are read: the gateway's route to them, e.g.
+          C(http://spark-1:8080/llmfleet/groups/serving_2)
+          (P(llmfleet.cluster.gateway_groups#filter) gives these), or its own vLLM base URL (its
+          rank 0) from a host it answers.
         type: str
         required: true
 """

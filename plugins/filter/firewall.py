@@ -43,9 +43,9 @@ def firewall_sources(hosts, extra=()):
     }
 
 
-def firewall_ports(ports):
+def firewall_ports(ports, variable="cluster_firewall_tcp_ports"):
     """TCP ports and ranges (``6379``, ``"10001-19999"``) as nftables writes them, checked:
-    each 1..65535, ranges from low to high."""
+    each 1..65535, ranges from low to high; an error names ``variable``."""
     out = []
     for raw in ports or []:
         text = str(raw).strip()
@@ -56,7 +56,7 @@ def firewall_ports(ports):
             bounds = []
         if not bounds or not all(1 <= b <= 65535 for b in bounds) or bounds != sorted(bounds):
             raise AnsibleFilterError(
-                f"cluster_firewall_tcp_ports has {raw!r}; expected a TCP port (1..65535) or a range"
+                f"{variable} has {raw!r}; expected a TCP port (1..65535) or a range"
                 " LOW-HIGH of them"
             )
         normal = "-".join(str(b) for b in bounds)

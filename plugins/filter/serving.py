@@ -51,6 +51,11 @@ def _size(group_size):
         return None
 
 
+# Where the gateway (role serving_gateway, __serving_gateway_counters_path) answers each
+# upstream's own /metrics: COUNTERS_PATH/<upstream name>/metrics.
+COUNTERS_PATH = "/llmfleet/groups"
+
+
 def serving_groups(groups, group_size=None, vllm_hosts=None):
     """The serving groups, ``[{name, hosts}]``, from ``groups`` (Ansible's magic variable)."""
     if not isinstance(groups, dict):
@@ -209,14 +214,24 @@ def gateway_backends(upstreams):
     return [{"model": model, "servers": servers} for model, servers in backends.items()]
 
 
-def gateway_groups(upstreams):
-    """``[{name, url}]``: each upstream's own API, where a benchmark through the gateway
-    reads the requests it finished (llm_benchmark's ``groups``)."""
+def gateway_groups(upstreams, gateway_url=None):
+    """``[{name, url}]``: where a benchmark through the gateway reads the requests each
+    upstream finished (llm_benchmark's ``groups``): under ``gateway_url``, the gateway's
+    route to the upstream's own /metrics (role serving_gateway's COUNTERS_PATH), which
+    answers wherever the gateway does; without it, the upstream's own API (which answers
+    only the cluster's hosts when the gateway fronts it)."""
+    base = str(gateway_url or "").rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
     groups = []
     for upstream in upstreams or []:
-        address = upstream["address"]
-        host = "[{0}]".format(address) if ":" in address else address
-        groups.append({"name": upstream["name"], "url": f"http://{host}:{upstream['port']}"})
+        if base:
+            url = "{0}{1}/{2}".format(base, COUNTERS_PATH, upstream["name"])
+        else:
+            address = upstream["address"]
+            host = "[{0}]".format(address) if ":" in address else address
+            url = "http://{0}:{1}".format(host, upstream["port"])
+        groups.append({"name": upstream["name"], "url": url})
     return groups
 
 

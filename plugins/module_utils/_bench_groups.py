@@ -3,7 +3,8 @@
 """The load each serving group carried in a benchmark run through a serving gateway.
 
 A gateway hides its groups: its own answers cannot say which group served a request. Each
-group's vLLM counts for itself, on its rank 0's ``/metrics``: the requests it finished
+group's vLLM counts for itself, on its rank 0's ``/metrics`` (which the gateway serves to
+whoever has the key, the groups answering the cluster's hosts only): the requests it finished
 (``vllm:request_success_total``) and its prefix-cache queries and hits. Read before and
 after each scenario, their differences give each group's share of the requests, and their
 sums the prefix-cache ratio of the whole run.
@@ -69,9 +70,11 @@ def parse_group_counters(text, model):
 class Groups:
     """The serving groups behind a gateway, each read at its own vLLM."""
 
-    def __init__(self, groups, model, timeout=30.0, validate_certs=True):
+    def __init__(self, groups, model, timeout=30.0, validate_certs=True, api_key=None):
         self.model = model
         self.timeout = timeout
+        # The gateway's route to a group's counters takes the key, as its API does.
+        self.api_key = api_key
         self.members = []
         for group in groups or []:
             endpoint = parse_url(group["url"])
@@ -85,7 +88,7 @@ class Groups:
         """``{name: counters}``; a group that cannot be read is None."""
 
         async def one(endpoint, context):
-            text = await read_metrics_text(endpoint, context, self.timeout)
+            text = await read_metrics_text(endpoint, context, self.timeout, self.api_key)
             return parse_group_counters(text, self.model) if text is not None else None
 
         counters = await asyncio.gather(*(one(e, c) for _name, e, c in self.members))

@@ -334,7 +334,7 @@ def run_benchmark(
             ignore_eos,
             progress_file,
             seed=seed,
-            groups=Groups(groups, model, validate_certs=validate_certs),
+            groups=Groups(groups, model, validate_certs=validate_certs, api_key=api_key),
         )
     )
     result["finished"] = utc_now()

@@ -3,7 +3,8 @@
 `llmfleet lab up --nodes 4` serves as two tensor-parallel groups of two (spark-1 and
 spark-2, spark-3 and spark-4) with the gateway (HAProxy) on spark-1 (inventory/lab/nodes.py).
 The tests send real requests through the gateway to real vLLM ranks and read each group's
-own request counters (vLLM's /metrics on its rank 0) to see where they went.
+own request counters (vLLM's /metrics on its rank 0, through the gateway: the groups answer
+the cluster's hosts only) to see where they went.
 
 This machine is the client of both this lab and the session's test lab, which run at the
 same time in the two workers: this lab's Claude Code goes to a folder of the module's own
@@ -107,13 +108,16 @@ def chat(lab: Lab, session: str | None, text: str, key: str | None = KEY) -> int
 
 
 def group_counters(lab: Lab) -> dict[str, dict]:
-    """Each group's own vLLM counters of the served model, from its rank 0's /metrics:
-    finished requests and prefix-cache queries and hits."""
+    """Each group's own vLLM counters of the served model, its rank 0's /metrics as the
+    gateway serves them (the groups answer the cluster's hosts only): finished requests and
+    prefix-cache queries and hits."""
     counters = {}
-    for group, node in GROUPS.items():
-        with urllib.request.urlopen(
-            f"http://{lab.management_ip(node)}:8000/metrics", timeout=30
-        ) as response:
+    for group in GROUPS:
+        request = urllib.request.Request(
+            f"{gateway(lab)}/llmfleet/groups/{group}/metrics",
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
             counters[group] = parse_group_counters(response.read().decode(), MODEL)
     return counters
 
@@ -140,6 +144,22 @@ def test_both_apis_answer_through_the_gateway_with_the_key_and_401_without(
     # Claude Code's ANTHROPIC_API_KEY sends x-api-key, which vLLM alone refuses.
     assert request(f"{url}/v1/messages", message, {"x-api-key": KEY})[0] == 200
     assert request(f"{url}/v1/messages", message)[0] == 401
+
+
+def test_the_groups_answer_the_cluster_and_not_this_machine(grouped_lab: Lab) -> None:
+    rank_0 = grouped_lab.management_ip(GROUPS["serving_2"])
+    health = f"http://{rank_0}:8000/health"
+    # This machine is no cluster host: cluster_firewall drops its connections to vLLM's port.
+    with pytest.raises(OSError):
+        urllib.request.urlopen(health, timeout=3)
+    # The gateway's host and the other group's hosts reach it.
+    for node in ("spark-1", "spark-2"):
+        reached = grouped_lab.sh(node, f"curl -s -o /dev/null -w '%{{http_code}}' {health}")
+        assert reached.stdout.strip() == "200", (node, reached.stdout, reached.stderr)
+    # Its counters come through the gateway, with the key only.
+    counters = f"{gateway(grouped_lab)}/llmfleet/groups/serving_2/metrics"
+    assert request(counters)[0] == 401
+    assert group_counters(grouped_lab)["serving_2"]["requests"] >= 0
 
 
 def test_a_sessions_requests_land_on_one_group_and_sessions_spread(grouped_lab: Lab) -> None:
@@ -192,7 +212,8 @@ def test_a_group_that_stops_loses_only_requests_in_flight_and_comes_back(
             text=True,
             check=False,
         ).stdout
-        if 'server="serving_2",state="UP"} 1' in metrics:
+        # The model's backend, which checks the group's health (the counters' route does not).
+        if 'proxy="llmfleet_model_1",server="serving_2",state="UP"} 1' in metrics:
             break
         time.sleep(3)
     else:

@@ -1,5 +1,6 @@
 """The gateway runs under systemd from a valid configuration, keeps its key in a root-only
-file, refuses requests without the key, forwards those with it, serves its metrics, and
+file, refuses requests without the key, forwards those with it, serves each upstream's
+counters and its own metrics, sends each request to the upstream of the model it names, and
 takes an upstream that stops out of rotation."""
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ def test_requests_need_the_key_and_reach_the_upstream_with_it(gateway) -> None:
     assert status(gateway, f"-H 'x-api-key: {KEY}' {API}/health") == "200"
 
 
+def test_the_upstreams_counters_are_read_through_the_gateway_with_the_key(gateway) -> None:
+    counters = f"{API}/llmfleet/groups/upstream/metrics"
+    assert status(gateway, counters) == "401"
+    text = gateway.check_output(f"curl -sf -H 'Authorization: Bearer {KEY}' {counters}")
+    assert 'vllm:request_success_total{model_name="molecule-model"} 7.0' in text
+    # Another name has no route: the request goes on to the model's backend (a 404 there).
+    unknown = f"{API}/llmfleet/groups/x/metrics"
+    assert status(gateway, f"-H 'Authorization: Bearer {KEY}' {unknown}") == "404"
+
+
 def test_the_exporter_shows_the_upstream_up(gateway) -> None:
     metrics = gateway.check_output("curl -s http://127.0.0.1:8404/metrics")
     assert (
@@ -56,16 +67,56 @@ def test_the_exporter_shows_the_upstream_up(gateway) -> None:
     )
 
 
+def server_state(gateway, proxy: str, server: str) -> str:
+    """UP, DOWN, ... as the exporter shows the server."""
+    metrics = gateway.check_output("curl -s http://127.0.0.1:8404/metrics")
+    prefix = f'haproxy_server_status{{proxy="{proxy}",server="{server}",state="'
+    for line in metrics.splitlines():
+        if line.startswith(prefix) and line.endswith("} 1"):
+            return line[len(prefix) :].split('"', 1)[0]
+    return "?"
+
+
+def responses(gateway, proxy: str, server: str) -> float:
+    """The responses the server gave through the gateway, as the exporter counts them."""
+    metrics = gateway.check_output("curl -s http://127.0.0.1:8404/metrics")
+    prefix = f'haproxy_server_http_responses_total{{proxy="{proxy}",server="{server}",'
+    return sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(prefix)
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "proxy", "server"),
+    [
+        ("other-model", "llmfleet_model_2", "other"),
+        ("molecule-model", "llmfleet_model_1", "upstream"),
+        # A model nobody serves goes to the first backend (whose vLLM answers 404 for it).
+        ("unknown-model", "llmfleet_model_1", "upstream"),
+    ],
+)
+def test_the_requests_model_picks_its_upstream(
+    gateway, model: str, proxy: str, server: str
+) -> None:
+    before = responses(gateway, proxy, server)
+    body = f'{{"model": "{model}", "messages": []}}'
+    status(gateway, f"-H 'Authorization: Bearer {KEY}' -d '{body}' {API}/v1/chat/completions")
+    assert responses(gateway, proxy, server) == before + 1
+
+
 def test_an_upstream_that_stops_leaves_rotation_and_comes_back(gateway) -> None:
     upstream = testinfra.get_host(
         "ansible://molecule-spark-2", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
     )
+    assert server_state(gateway, "llmfleet_model_1", "upstream") == "UP"
     upstream.run_expect([0], "systemctl stop molecule-upstream.service")
     try:
         deadline = time.monotonic() + 10
-        while status(gateway, f"{API}/health") != "503" and time.monotonic() < deadline:
+        while server_state(gateway, "llmfleet_model_1", "upstream") != "DOWN":
+            assert time.monotonic() < deadline, "the stopped upstream is still in rotation"
             time.sleep(0.5)
-        assert status(gateway, f"{API}/health") == "503"
+        # The other model's upstream keeps the gateway up.
+        assert status(gateway, f"{API}/health") == "200"
     finally:
         upstream.run_expect(
             [0],
@@ -73,6 +124,29 @@ def test_an_upstream_that_stops_leaves_rotation_and_comes_back(gateway) -> None:
             " --directory /run/molecule-upstream",
         )
     deadline = time.monotonic() + 10
-    while status(gateway, f"{API}/health") != "200" and time.monotonic() < deadline:
+    while server_state(gateway, "llmfleet_model_1", "upstream") != "UP":
+        assert time.monotonic() < deadline, "the upstream did not come back"
         time.sleep(0.5)
-    assert status(gateway, f"{API}/health") == "200"
+
+
+def test_health_fails_when_no_upstream_is_in_rotation(gateway) -> None:
+    upstream = testinfra.get_host(
+        "ansible://molecule-spark-2", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
+    )
+    units = {"molecule-upstream": 18000, "molecule-other": 18001}
+    upstream.run_expect([0], "systemctl stop " + " ".join(f"{unit}.service" for unit in units))
+    try:
+        deadline = time.monotonic() + 10
+        while status(gateway, f"{API}/health") != "503":
+            assert time.monotonic() < deadline, "/health still answers with no upstream up"
+            time.sleep(0.5)
+    finally:
+        for unit, port in units.items():
+            upstream.run_expect(
+                [0],
+                f"systemd-run --unit={unit} python3 -m http.server {port} --directory /run/{unit}",
+            )
+    deadline = time.monotonic() + 10
+    while status(gateway, f"{API}/health") != "200":
+        assert time.monotonic() < deadline, "/health did not come back"
+        time.sleep(0.5)

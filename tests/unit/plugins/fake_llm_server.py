@@ -45,6 +45,8 @@ class FakeLlmServer:
         cut_after: int | None = None,
         tls: ssl.SSLContext | None = None,
         metrics: bool = True,
+        metrics_path: str = "/metrics",
+        metrics_key: bool = False,
     ) -> None:
         self.api_key = api_key
         self.ttft = ttft
@@ -56,6 +58,10 @@ class FakeLlmServer:
         self.cut_after = cut_after
         self.tls = tls
         self.metrics = metrics
+        # Where the counters answer, and whether only with the key (a serving gateway's route
+        # to a group's counters).
+        self.metrics_path = metrics_path
+        self.metrics_key = metrics_key
         self.prompts: list[list[str]] = []
         self.cache_queries = 0
         self.cache_hits = 0
@@ -112,13 +118,17 @@ class FakeLlmServer:
                     headers[name.strip().lower()] = value.strip()
             body = await reader.readexactly(int(headers.get("content-length", "0")))
             self.headers.append(headers)
-            if method == "GET" and path == "/metrics" and self.metrics:
-                await self._plain(writer, 200, self.prometheus_text(), "text/plain")
+            keyed = headers.get("authorization") == f"Bearer {self.api_key}"
+            if method == "GET" and path == self.metrics_path and self.metrics:
+                if self.metrics_key and not keyed:
+                    await self._plain(writer, 401, '{"error": "Unauthorized"}')
+                else:
+                    await self._plain(writer, 200, self.prometheus_text(), "text/plain")
                 return
             if method != "POST" or path != "/v1/chat/completions":
                 await self._plain(writer, 404, '{"error": "not found"}')
                 return
-            if self.api_key and headers.get("authorization") != f"Bearer {self.api_key}":
+            if self.api_key and not keyed:
                 await self._plain(writer, 401, '{"error": "Unauthorized"}')
                 return
             payload = json.loads(body)

@@ -62,5 +62,10 @@ def test_bad_ports_are_named(bad: object) -> None:
         firewall_ports([bad])
 
 
+def test_bad_api_port_names_its_variable() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"^cluster_firewall_api_ports has 'api'"):
+        firewall_ports(["api"], "cluster_firewall_api_ports")
+
+
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {"firewall_sources", "firewall_ports"}

@@ -175,3 +175,17 @@ def test_each_upstream_is_read_at_its_own_api() -> None:
         {"name": "serving_1", "url": "http://192.0.2.11:8000"},
         {"name": "gh200-1", "url": "http://[2001:db8::5]:9000"},
     ]
+
+
+@pytest.mark.parametrize(
+    "gateway_url", ["http://spark-1:8080", "http://spark-1:8080/", "http://spark-1:8080/v1"]
+)
+def test_each_upstream_is_read_through_the_gateway(gateway_url: str) -> None:
+    upstreams = [
+        {"name": "serving_1", "model": "m", "address": "192.0.2.11", "port": 8000},
+        {"name": "mac-1", "model": "q", "address": "192.0.2.40", "port": 8080},
+    ]
+    assert gateway_groups(upstreams, gateway_url) == [
+        {"name": "serving_1", "url": "http://spark-1:8080/llmfleet/groups/serving_1"},
+        {"name": "mac-1", "url": "http://spark-1:8080/llmfleet/groups/mac-1"},
+    ]

@@ -3,6 +3,7 @@ session id a session's requests carry for a gateway to keep it on one group."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -102,6 +103,19 @@ def test_the_prefix_cache_of_a_run_through_groups_sums_theirs(fake_server: Start
     later = sessions["by_turn"][1]
     assert later["prefix_cache_hit_ratio"] >= 0.9
     assert later["prefill_cached_tokens"] + later["prefill_computed_tokens"] > 0
+
+
+def test_counters_behind_a_gateway_are_read_with_the_key(fake_server: StartServer) -> None:
+    # The gateway's route to a group's counters, which takes the key as its API does.
+    route = "/llmfleet/groups/serving_1"
+    gateway = fake_server(metrics_path=f"{route}/metrics", metrics_key=True)
+    groups = [{"name": "serving_1", "url": gateway.url + route}]
+    keyed = _bench_groups.Groups(groups, MODEL, api_key=API_KEY)
+    unkeyed = _bench_groups.Groups(groups, MODEL)
+    assert asyncio.run(keyed.read())["serving_1"] == {"requests": 0.0, "queries": 0.0, "hits": 0.0}
+    assert asyncio.run(unkeyed.read()) == {"serving_1": None}
+    assert gateway.headers[0]["authorization"] == f"Bearer {API_KEY}"
+    assert "authorization" not in gateway.headers[1]
 
 
 def test_a_sessions_requests_carry_one_id_of_their_own(fake_server: StartServer) -> None:
