@@ -47,9 +47,12 @@ def test_the_measurement_really_crossed_each_rail(host, device: str) -> None:
 
 def test_the_idempotence_run_showed_the_result_instead_of_measuring(host) -> None:
     """One measurement for converge and idempotence together: the second run found the
-    first's passing result for the same fabric (latest.json) and wrote none of its own."""
+    first's passing result for the same fabric (latest-<fingerprint>.json) and wrote none of
+    its own."""
     folder = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "rdma"
     assert len(list(folder.glob("rdma-*.json"))) == 1
     latest = json.loads((folder / "latest.json").read_text())
     assert latest == latest_results()
     assert len(latest["fingerprint"]) == 64
+    # What the next run recalls: this fabric's own last result.
+    assert json.loads((folder / f"latest-{latest['fingerprint'][:16]}.json").read_text()) == latest
