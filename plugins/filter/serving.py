@@ -18,6 +18,7 @@ and stops with its sentences before any host changes.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import parse_url
 
 GROUP_PREFIX = "serving_"
 SIZE_VARIABLE = "llmfleet_group_size"
@@ -220,9 +221,12 @@ def gateway_groups(upstreams, gateway_url=None):
     route to the upstream's own /metrics (role serving_gateway's COUNTERS_PATH), which
     answers wherever the gateway does; without it, the upstream's own API (which answers
     only the cluster's hosts when the gateway fronts it)."""
-    base = str(gateway_url or "").rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
+    base = ""
+    if gateway_url:
+        try:
+            base = parse_url(gateway_url)["base"]
+        except ValueError as error:
+            raise AnsibleFilterError("gateway_groups: {0}".format(error)) from None
     groups = []
     for upstream in upstreams or []:
         if base:

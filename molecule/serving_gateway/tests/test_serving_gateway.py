@@ -22,6 +22,27 @@ def gateway(host):
     return host
 
 
+@pytest.fixture()
+def upstreams():
+    """molecule-spark-2, where the upstreams run (prepare.yml)."""
+    return testinfra.get_host(
+        "ansible://molecule-spark-2", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
+    )
+
+
+# Each upstream's unit and port (prepare.yml).
+UPSTREAMS = {"molecule-upstream": 18000, "molecule-other": 18001}
+
+
+def start(upstreams, unit: str) -> None:
+    """Start an upstream again, as prepare.yml did."""
+    upstreams.run_expect(
+        [0],
+        f"systemd-run --unit={unit} python3 -m http.server {UPSTREAMS[unit]}"
+        f" --directory /run/{unit}",
+    )
+
+
 def status(host, *args: str) -> str:
     return host.check_output("curl -s -o /dev/null -w '%{http_code}' " + " ".join(args))
 
@@ -60,13 +81,6 @@ def test_the_upstreams_counters_are_read_through_the_gateway_with_the_key(gatewa
     assert status(gateway, f"-H 'Authorization: Bearer {KEY}' {unknown}") == "404"
 
 
-def test_the_exporter_shows_the_upstream_up(gateway) -> None:
-    metrics = gateway.check_output("curl -s http://127.0.0.1:8404/metrics")
-    assert (
-        'haproxy_server_status{proxy="llmfleet_model_1",server="upstream",state="UP"} 1' in metrics
-    )
-
-
 def server_state(gateway, proxy: str, server: str) -> str:
     """UP, DOWN, ... as the exporter shows the server."""
     metrics = gateway.check_output("curl -s http://127.0.0.1:8404/metrics")
@@ -75,6 +89,10 @@ def server_state(gateway, proxy: str, server: str) -> str:
         if line.startswith(prefix) and line.endswith("} 1"):
             return line[len(prefix) :].split('"', 1)[0]
     return "?"
+
+
+def test_the_exporter_shows_the_upstream_up(gateway) -> None:
+    assert server_state(gateway, "llmfleet_model_1", "upstream") == "UP"
 
 
 def responses(gateway, proxy: str, server: str) -> float:
@@ -104,12 +122,9 @@ def test_the_requests_model_picks_its_upstream(
     assert responses(gateway, proxy, server) == before + 1
 
 
-def test_an_upstream_that_stops_leaves_rotation_and_comes_back(gateway) -> None:
-    upstream = testinfra.get_host(
-        "ansible://molecule-spark-2", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
-    )
+def test_an_upstream_that_stops_leaves_rotation_and_comes_back(gateway, upstreams) -> None:
     assert server_state(gateway, "llmfleet_model_1", "upstream") == "UP"
-    upstream.run_expect([0], "systemctl stop molecule-upstream.service")
+    upstreams.run_expect([0], "systemctl stop molecule-upstream.service")
     try:
         deadline = time.monotonic() + 10
         while server_state(gateway, "llmfleet_model_1", "upstream") != "DOWN":
@@ -118,34 +133,23 @@ def test_an_upstream_that_stops_leaves_rotation_and_comes_back(gateway) -> None:
         # The other model's upstream keeps the gateway up.
         assert status(gateway, f"{API}/health") == "200"
     finally:
-        upstream.run_expect(
-            [0],
-            "systemd-run --unit=molecule-upstream python3 -m http.server 18000"
-            " --directory /run/molecule-upstream",
-        )
+        start(upstreams, "molecule-upstream")
     deadline = time.monotonic() + 10
     while server_state(gateway, "llmfleet_model_1", "upstream") != "UP":
         assert time.monotonic() < deadline, "the upstream did not come back"
         time.sleep(0.5)
 
 
-def test_health_fails_when_no_upstream_is_in_rotation(gateway) -> None:
-    upstream = testinfra.get_host(
-        "ansible://molecule-spark-2", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"]
-    )
-    units = {"molecule-upstream": 18000, "molecule-other": 18001}
-    upstream.run_expect([0], "systemctl stop " + " ".join(f"{unit}.service" for unit in units))
+def test_health_fails_when_no_upstream_is_in_rotation(gateway, upstreams) -> None:
+    upstreams.run_expect([0], "systemctl stop " + " ".join(f"{unit}.service" for unit in UPSTREAMS))
     try:
         deadline = time.monotonic() + 10
         while status(gateway, f"{API}/health") != "503":
             assert time.monotonic() < deadline, "/health still answers with no upstream up"
             time.sleep(0.5)
     finally:
-        for unit, port in units.items():
-            upstream.run_expect(
-                [0],
-                f"systemd-run --unit={unit} python3 -m http.server {port} --directory /run/{unit}",
-            )
+        for unit in UPSTREAMS:
+            start(upstreams, unit)
     deadline = time.monotonic() + 10
     while status(gateway, f"{API}/health") != "200":
         assert time.monotonic() < deadline, "/health did not come back"

@@ -189,3 +189,9 @@ def test_each_upstream_is_read_through_the_gateway(gateway_url: str) -> None:
         {"name": "serving_1", "url": "http://spark-1:8080/llmfleet/groups/serving_1"},
         {"name": "mac-1", "url": "http://spark-1:8080/llmfleet/groups/mac-1"},
     ]
+
+
+def test_a_gateway_url_that_is_no_url_is_named() -> None:
+    upstreams = [{"name": "serving_1", "model": "m", "address": "192.0.2.11", "port": 8000}]
+    with pytest.raises(AnsibleFilterError, match=r"^gateway_groups: url must be .*'spark-1:8080'"):
+        gateway_groups(upstreams, "spark-1:8080")
