@@ -13,7 +13,8 @@ import json
 from datetime import timezone
 
 HISTORY_VERSION = 1
-ACTIONS = ("up", "upgrade", "rollback")
+# heal: the serving probe restarted what serves (or saw it restarted); what serves is the same.
+ACTIONS = ("up", "upgrade", "rollback", "heal")
 OUTCOMES = ("ok", "rolled back", "failed")
 EXPECTED = (
     '{"version": 1, "entries": [...]}, each entry a mapping of time, action, from, to,'

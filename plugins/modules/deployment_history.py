@@ -15,7 +15,8 @@ author:
 description:
   - Reads, and with O(state=recorded) appends to, a JSON file on a serving node that lists every
     switch of what the node serves (C(up), C(upgrade), C(rollback)), oldest first, with its
-    outcome.
+    outcome, and each C(heal) of the serving probe (role vllm_server's C(llmfleet-vllm-probe),
+    which appends it itself; what serves stays the same, the reason says what it healed).
   - 'The file holds C({"version": 1, "entries": [{"time", "action", "from", "to", "outcome",
     "reason"}, ...]}). C(from) and C(to) say what is served, for example C({"image":
     "vllm/vllm-openai:v0.11.0@sha256:<64 hex>", "profile": "qwen3_32b", "model_revision":
@@ -44,8 +45,9 @@ options:
   action:
     description:
       - What switched what the node serves. Required with O(state=recorded).
+      - V(heal) is the serving probe's record of a restart that healed what serves.
     type: str
-    choices: [up, upgrade, rollback]
+    choices: [up, upgrade, rollback, heal]
   from_state:
     description:
       - What was served before (a mapping of text to text or null, for example C(image),
@@ -149,7 +151,7 @@ history:
       type: str
       sample: "2025-11-24T07:13:00Z"
     action:
-      description: V(up), V(upgrade) or V(rollback).
+      description: V(up), V(upgrade), V(rollback) or V(heal).
       type: str
       sample: upgrade
     from:

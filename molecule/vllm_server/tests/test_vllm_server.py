@@ -84,13 +84,43 @@ def test_both_apis_answer_with_the_key_and_refuse_without(api) -> None:
     assert status(api, "/v1/messages", "anthropic-version: 2023-06-01", body=chat) == 401
 
 
+def probe_state(host) -> dict:
+    return json.loads(host.file("/var/lib/llmfleet/vllm-probe.json").content_string)
+
+
+def test_the_serving_probe_has_seen_it_answer_and_answers_the_gateways_check(api) -> None:
+    assert api.service("llmfleet-vllm-probe").is_running
+    state = probe_state(api)
+    assert state["phase"] == "ready", state
+    assert state["warmup_seconds"] > 0
+    # Its verdict, where a gateway checks the group: no key needed, none served.
+    verdict = api.check_output("curl -s -w ' %%{http_code}' http://127.0.0.1:8009/health")
+    assert verdict.endswith(" 200") and json.loads(verdict[:-4]) == {"phase": "ready"}
+    assert (
+        api.run("/usr/local/sbin/llmfleet-vllm-probe --ready /etc/llmfleet/vllm/probe.json").rc == 0
+    )
+    # The kernel's first victim when memory runs out; the probe, among the last.
+    assert inspect(api)["HostConfig"]["OomScoreAdj"] == 500
+    probe_pid = api.check_output("systemctl show -p MainPID --value llmfleet-vllm-probe")
+    assert api.check_output("cat /proc/%s/oom_score_adj", probe_pid) == "-500"
+
+
 def test_killed_server_comes_back_by_itself(api) -> None:
     before = inspect(api)["RestartCount"]
+    heals = len(probe_state(api)["heals"])
     # From the node: the container's PID 1 ignores SIGKILL sent from inside it.
     api.check_output("kill -9 %s", str(inspect(api)["State"]["Pid"]))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         time.sleep(5)
-        if inspect(api)["RestartCount"] > before and status(api, "/health") == 200:
-            return
-    raise AssertionError("vLLM did not come back within 300 s of being killed")
+        if inspect(api)["RestartCount"] > before and probe_state(api)["phase"] == "ready":
+            break
+    else:
+        raise AssertionError("vLLM did not come back within 300 s of being killed")
+    # The probe saw Docker start it again, recorded why (the node's history too, where the
+    # play keeps one: the lab test reads it), and warmed the new start up before saying ready.
+    state = probe_state(api)
+    assert len(state["heals"]) == heals + 1, state
+    assert state["last_heal"]["by"] == "supervisor"
+    assert state["last_heal"]["reason"].startswith("vLLM exited and was started again")
+    assert status(api, "/health") == 200
