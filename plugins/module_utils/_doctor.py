@@ -103,6 +103,45 @@ def check_ranks(docs):
     return findings
 
 
+def check_generation(docs):
+    """The API that answers /health also answers a request (vLLM's /health stays 200 while the
+    engine behind it is dead or wedged), and the serving probe has not given up healing."""
+    title = "the API answers requests, not only /health"
+    fix = (
+        "the serving probe restarts the group after a few requests without an answer "
+        "(journalctl -u llmfleet-vllm-probe says what it saw); `llmfleet logs -i INV --since 30m` "
+        "shows why the engine stopped; `llmfleet up` restarts every rank of the group"
+    )
+    findings = []
+    for doc in docs:
+        vllm = doc.get("vllm") or {}
+        if not vllm.get("serves_api"):
+            continue
+        probe = (doc.get("node") or {}).get("probe") or {}
+        generation = vllm.get("generation")
+        heal = probe.get("last_heal") or {}
+        healed = "; last heal {}: {}".format(heal["time"], heal["reason"]) if heal else ""
+        if probe.get("phase") == "given up":
+            evidence = "the serving probe gave up healing: {}{}".format(
+                probe.get("last_failure") or "?", healed
+            )
+            problem = True
+        elif generation is None or vllm.get("health") != 200:
+            evidence, problem = "/health does not answer (see the ranks check)", None
+        elif generation.get("status") != 200:
+            evidence = "answers /health but does not generate: HTTP {} {}{}".format(
+                generation.get("status"), generation.get("error") or "", healed
+            ).replace("  ", " ")
+            problem = True
+        else:
+            evidence = "answered one token{}{}".format(
+                " (the probe: {})".format(probe["phase"]) if probe.get("phase") else "", healed
+            )
+            problem = False
+        findings.append(finding("generation", title, doc["host"], problem, evidence, fix))
+    return findings
+
+
 def check_swap(docs):
     """Swap off: a unified-memory node that swaps under vLLM stalls for minutes."""
     findings = []
@@ -277,6 +316,7 @@ def check_clock(docs):
 CHECKS = (
     check_ray_client,
     check_ranks,
+    check_generation,
     check_socket_interface,
     check_rdma_traffic,
     check_peer_links,

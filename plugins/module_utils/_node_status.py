@@ -252,6 +252,40 @@ def serving_history(text):
     }
 
 
+PROBE_KEYS = (
+    "phase",
+    "ready_since",
+    "started_at",
+    "warmup_seconds",
+    "failures",
+    "last_failure",
+    "last_probe",
+    "last_heal",
+    "interval",
+)
+
+
+def probe_state(text, now):
+    """What the serving probe (llmfleet-vllm-probe, on a group's rank 0) last wrote: its
+    phase (``ready`` once this start of vLLM answered its warm-up requests, ``starting``,
+    ``failing``, ``healing``, ``down``, ``given up``), since when it is ready, the last failure
+    and heal; ``stale`` when it wrote nothing for three of its intervals (it is not running).
+    None without a state file, ``error`` for one that cannot be read."""
+    if text is None:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        return {"error": f"the probe's state is no JSON ({exc})"}
+    if not isinstance(document, dict):
+        return {"error": "the probe's state is no mapping"}
+    state = {key: document.get(key) for key in PROBE_KEYS}
+    written = document.get("written")
+    interval = _int_or_none(document.get("interval")) or 10
+    state["stale"] = isinstance(written, (int, float)) and now - written > 3 * interval + 30
+    return state
+
+
 def images_running(text):
     """The node's record of the image each container runs (``{name: {reference, image_id,
     repo_digests}}``), empty without one."""

@@ -63,6 +63,10 @@ options:
     description: The node's history of what it serves.
     type: path
     default: /var/lib/llmfleet/history.json
+  probe_state:
+    description: The state file of the serving probe (C(llmfleet-vllm-probe), on a group's rank 0).
+    type: path
+    default: /var/lib/llmfleet/vllm-probe.json
   images_record:
     description: The node's record of the image each container runs.
     type: path
@@ -211,6 +215,15 @@ serving:
     read; null without a history.
   returned: always
   type: dict
+probe:
+  description: What the serving probe last wrote (C(phase) - C(ready) once this start of vLLM
+    answered its warm-up requests, C(starting), C(failing), C(healing), C(down), C(given up) -,
+    C(ready_since), C(started_at), C(warmup_seconds), C(failures), C(last_failure),
+    C(last_probe), C(last_heal) with its C(time) and C(reason), C(interval), and C(stale) when it
+    wrote nothing for three of its intervals); C(error) for a state that cannot be read; null
+    where no probe runs.
+  returned: always
+  type: dict
 processes:
   description: For each of O(processes), by its name, the matching processes - pid, cmdline and
     environ (only O(environ_keys); null when the environment could not be read).
@@ -263,6 +276,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node_status impo
     package_version,
     parse_serve_config,
     parse_systemctl_show,
+    probe_state,
     read_text,
     serving_history,
     unit_state,
@@ -275,6 +289,7 @@ ARGUMENT_SPEC = {
     "interfaces": {"type": "list", "elements": "str", "default": []},
     "serve_config": {"type": "path"},
     "history": {"type": "path", "default": "/var/lib/llmfleet/history.json"},
+    "probe_state": {"type": "path", "default": "/var/lib/llmfleet/vllm-probe.json"},
     "images_record": {"type": "path", "default": "/var/lib/llmfleet/images.json"},
     "processes": {
         "type": "list",
@@ -360,6 +375,7 @@ def main():
         ),
         layout=layout(parse_serve_config(config_text)) if config_text else None,
         serving=serving_history(read_text(params["history"])),
+        probe=probe_state(read_text(params["probe_state"]), now),
         images=images_running(read_text(params["images_record"])),
         processes={
             wanted["name"]: find_processes(wanted["pattern"], proc, keys, os.getpid())

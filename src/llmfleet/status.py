@@ -95,15 +95,54 @@ def units_text(document: dict[str, Any]) -> str:
 
 
 def vllm_text(document: dict[str, Any]) -> str:
-    """vLLM's health and served model on the rank that serves the API."""
-    vllm, layout = document["vllm"], document["node"]["layout"]
+    """vLLM's health and served model on the rank that serves the API, and what the serving
+    probe found: whether it answers requests (not only /health), since when, its last heal."""
+    vllm, node = document["vllm"], document["node"]
+    layout, probe = node["layout"], node.get("probe")
     if layout is None:
         return _colour(None, "not configured")
     if not vllm["serves_api"]:
         return "headless rank {} (API on {})".format(layout["node_rank"], layout["master_addr"])
-    if vllm["health"] == 200:
-        return _colour(True, "healthy: " + (", ".join(vllm["models"]) or "no model listed"))
-    return _colour(False, "not answering: " + (vllm["health_error"] or str(vllm["health"])))
+    models = ", ".join(vllm["models"]) or "no model listed"
+    if vllm["health"] != 200:
+        text = _colour(False, "not answering: " + (vllm["health_error"] or str(vllm["health"])))
+    elif not probe or "error" in probe or probe.get("stale"):
+        text = _colour(None, f"healthy: {models} (no probe: requests not tried)")
+    elif probe["phase"] == "ready":
+        text = _colour(
+            True,
+            "answers requests: {}{}".format(models, _ago(probe["ready_since"], node["time"])),
+        )
+    elif probe["phase"] == "starting":
+        text = _colour(None, f"warming up: {models}")
+    else:
+        text = _colour(
+            False,
+            "answers /health but does not generate: {}".format(probe["last_failure"] or "?"),
+        )
+    return "\n".join([text, *probe_lines(probe, node["time"])])
+
+
+def probe_lines(probe: dict[str, Any] | None, now: float) -> list[str]:
+    """The probe's own word: a state it could not read or stopped writing, the last heal."""
+    if not probe:
+        return []
+    if "error" in probe:
+        return [_colour(False, "probe: " + probe["error"])]
+    lines = []
+    if probe.get("stale"):
+        lines.append(_colour(False, "probe: not running (its state is old)"))
+    heal = probe.get("last_heal")
+    if heal:
+        lines.append(
+            _colour(
+                None,
+                "last heal {} ago: {}".format(
+                    _ago(heal.get("epoch"), now).removeprefix(" for ") or "?", heal.get("reason")
+                ),
+            )
+        )
+    return lines
 
 
 def layout_text(document: dict[str, Any]) -> str:

@@ -15,7 +15,12 @@ from .conftest import ROOT, Lab, changed_counts, run_up
 from .test_lab_site import chat, curl, wait_healthy
 
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
-OURS = ("llmfleet-vllm.service", "llmfleet-vllm-rank-watchdog.service", "llmfleet-ray.service")
+OURS = (
+    "llmfleet-vllm.service",
+    "llmfleet-vllm-probe.service",
+    "llmfleet-vllm-rank-watchdog.service",
+    "llmfleet-ray.service",
+)
 
 
 def status(lab: Lab, *args: str) -> dict:
@@ -54,16 +59,21 @@ def test_status_shows_the_head_serving_and_the_headless_rank(lab: Lab, site) -> 
         assert second["name"] == "enP2p1s0f1np1"
         assert host["gpus"][0]["name"] == "NVIDIA GB10"
         assert host["node"]["serving"]["current"]["profile"] == "tiny_lab"
-    # The watchdog runs on the headless rank only.
+    # The watchdog runs on the headless rank only, the serving probe on rank 0 only; the
+    # probe has seen this start of vLLM answer its warm-up requests.
     assert units(rank1)["llmfleet-vllm-rank-watchdog.service"]["active"] == "active"
     assert units(head)["llmfleet-vllm-rank-watchdog.service"]["installed"] is False
+    assert units(head)["llmfleet-vllm-probe.service"]["sub"] == "running"
+    assert units(rank1)["llmfleet-vllm-probe.service"]["installed"] is False
+    assert head["node"]["probe"]["phase"] == "ready", head["node"]["probe"]
+    assert head["node"]["probe"]["warmup_seconds"] > 0
     # What the node says about swap is what status says.
     swaps = lab.out("spark-1", "tail -n +2 /proc/swaps | wc -l").strip()
     assert (len(head["node"]["memory"]["swap_devices"]) > 0) == (swaps != "0")
 
     screen = lab.run("llmfleet", "status", "-i", "inventory/lab", env={"COLUMNS": "200"})
     assert screen.returncode == 0, screen.stderr[-3000:]
-    assert "healthy: llmfleet-tiny" in screen.stdout
+    assert "answers requests: llmfleet-tiny" in screen.stdout
     assert "headless rank 1 (API on 192.168.100.11)" in screen.stdout
     assert "2 of 2 nodes alive" in screen.stdout
 

@@ -156,3 +156,43 @@ def test_a_mac_shows_its_launchd_agent_health_and_swap(screen: Any) -> None:
         {"mac-studio-1": mac_document(installed=False, loaded=False, running=False)}, []
     )
     assert "com.llmfleet.vllm-mlx (launchd) not installed" in " ".join(absent.output.split())
+
+
+PROBE_READY = {
+    "phase": "ready",
+    "ready_since": 1_000_000.0 - 3600,
+    "failures": 0,
+    "last_failure": None,
+    "last_heal": {
+        "epoch": 1_000_000.0 - 5400,
+        "time": "2026-11-24T08:30:00Z",
+        "reason": "3 requests in a row got no answer (last: no answer within 20 s)",
+        "by": "probe",
+    },
+    "stale": False,
+}
+
+
+def test_the_probes_word_answers_requests_since_and_the_last_heal(screen: Any) -> None:
+    result = screen({"spark-1": document("spark-1", 0, probe=PROBE_READY)}, [])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.replace("│", " ").split())
+    assert "answers requests: tiny-lab for 1h" in out
+    assert "last heal 1h ago: 3 requests in a row got no answer" in out
+
+
+def test_an_api_that_answers_health_but_not_requests_says_so(screen: Any) -> None:
+    failing = PROBE_READY | {
+        "phase": "failing",
+        "last_failure": "HTTP 500: EngineCore encountered an issue.",
+        "last_heal": None,
+    }
+    result = screen({"spark-1": document("spark-1", 0, probe=failing)}, [])
+    out = " ".join(result.output.replace("│", " ").split())
+    assert "answers /health but does not generate: HTTP 500: EngineCore" in out
+    warming = screen(
+        {"spark-1": document("spark-1", 0, probe=PROBE_READY | {"phase": "starting"})}, []
+    )
+    assert "warming up: tiny-lab" in warming.output
+    stale = screen({"spark-1": document("spark-1", 0, probe=PROBE_READY | {"stale": True})}, [])
+    assert "probe: not running" in " ".join(stale.output.replace("│", " ").split())

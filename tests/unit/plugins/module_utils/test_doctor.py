@@ -67,7 +67,11 @@ def healthy_host(host: str, rank: int) -> dict[str, Any]:
             "drop_cache_before_restart": False,
             "msg": "GPU 0: free 100 GiB",
         },
-        "vllm": {"serves_api": rank == 0, "health": 200 if rank == 0 else None},
+        "vllm": {
+            "serves_api": rank == 0,
+            "health": 200 if rank == 0 else None,
+            "generation": {"status": 200, "error": None} if rank == 0 else None,
+        },
         "ray": {"ok": True, "nodes": 2, "expected": 2, "object_store_bytes": 2 * GIB},
         "nccl_env": {"NCCL_IB_GID_INDEX": "3"},
         "rdma": {"gid_index": 3, "device": "rocep1s0f1"},
@@ -113,6 +117,11 @@ BROKEN: dict[str, tuple[Breakage, int, str]] = {
         0, "serve.yaml with RAY_ADDRESS=ray://h:10001",
     ),
     "ranks": (_set("vllm.health", 503, 0), 0, "does not answer /health"),
+    # Rank 1 rebooted: rank 0 answers /health and fails every request.
+    "generation": (
+        _set("vllm.generation", {"status": 500, "error": "EngineCore encountered an issue."}, 0),
+        0, "answers /health but does not generate: HTTP 500 EngineCore encountered an issue.",
+    ),
     "socket_interface": (
         _set("node.processes.vllm.0.environ", {"NCCL_SOCKET_IFNAME": NETDEVS[0],
                                                "GLOO_SOCKET_IFNAME": "eth0"}, 0),
@@ -149,6 +158,24 @@ def test_each_check_finds_its_problem_with_evidence_and_a_fix(check: str) -> Non
     (problem,) = [f for f in problems if f["host"] == docs[host_index]["host"]]
     assert evidence in problem["evidence"]
     assert problem["fix"]
+
+
+def test_a_probe_that_gave_up_healing_is_a_problem_with_its_last_heal() -> None:
+    docs = cluster()
+    docs[0]["node"]["probe"] = {
+        "phase": "given up",
+        "last_failure": "HTTP 500: EngineCore encountered an issue.",
+        "last_heal": {
+            "time": "2026-11-26T21:40:24Z",
+            "reason": "3 requests in a row got no answer",
+        },
+    }
+    [problem] = [f for f in doctor.findings(docs) if f["status"] == "problem"]
+    assert problem["check"] == "generation" and problem["host"] == "spark-1"
+    assert problem["evidence"] == (
+        "the serving probe gave up healing: HTTP 500: EngineCore encountered an issue.;"
+        " last heal 2026-11-26T21:40:24Z: 3 requests in a row got no answer"
+    )
 
 
 def test_checks_that_do_not_apply_stay_silent_and_missing_evidence_is_skipped() -> None:
