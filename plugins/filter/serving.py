@@ -24,6 +24,9 @@ GROUP_PREFIX = "serving_"
 SIZE_VARIABLE = "llmfleet_group_size"
 HOSTS_VARIABLE = "llmfleet_vllm_hosts"
 DEFAULT_PORT = 8000
+# Where role vllm_server's serving probe answers whether its group is ready (it has answered
+# a real request): vllm_server_probe_port's default.
+DEFAULT_PROBE_PORT = 8009
 
 
 def _explicit_groups(groups):
@@ -175,13 +178,17 @@ def _address(hostvars, host):
 
 
 def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
-    """What a gateway forwards to: ``[{name, model, address, port}]``, one per serving
-    group (its rank 0, which serves the API) and one per single-node host (a GH200-class box,
-    a Mac Studio), each with the model it serves (``llmfleet_served_model``).
+    """What a gateway forwards to: ``[{name, model, address, port, check_port}]``, one per
+    serving group (its rank 0, which serves the API) and one per single-node host (a
+    GH200-class box, a Mac Studio), each with the model it serves (``llmfleet_served_model``).
 
     ``single_hosts``: ``{host: port variable}``, e.g. ``{"gh200-1": "vllm_server_port"}``.
     A host whose inventory does not set that variable listens where the roles' default
     puts it: ``llmfleet_api_port``, else 8000.
+
+    ``check_port``: where a vLLM host's serving probe answers whether it is ready (it has
+    answered a real request: ``vllm_server_probe_port``, else 8009); None for a host without
+    a probe (a Mac's vllm-mlx, or ``vllm_server_probe: false``), checked at its API's /health.
     """
     entries = [
         (group["name"], group["hosts"][0], "vllm_server_port")
@@ -191,6 +198,7 @@ def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
     upstreams = []
     for name, host, variable in entries:
         variables = hostvars[host]
+        probed = variable == "vllm_server_port" and _true(variables.get("vllm_server_probe", True))
         upstreams.append(
             {
                 "name": name,
@@ -199,9 +207,19 @@ def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
                 "port": int(
                     variables.get(variable) or variables.get("llmfleet_api_port") or DEFAULT_PORT
                 ),
+                "check_port": int(variables.get("vllm_server_probe_port") or DEFAULT_PROBE_PORT)
+                if probed
+                else None,
             }
         )
     return upstreams
+
+
+def _true(value):
+    """An inventory's boolean, which ``-e`` gives as text."""
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0", "")
+    return bool(value)
 
 
 def gateway_backends(upstreams):
@@ -210,7 +228,7 @@ def gateway_backends(upstreams):
     (requests that name no model, or one no backend serves)."""
     backends = {}
     for upstream in upstreams or []:
-        server = {key: upstream[key] for key in ("name", "address", "port")}
+        server = {key: upstream.get(key) for key in ("name", "address", "port", "check_port")}
         backends.setdefault(upstream["model"], []).append(server)
     return [{"model": model, "servers": servers} for model, servers in backends.items()]
 

@@ -204,25 +204,48 @@ def test_a_group_that_stops_loses_only_requests_in_flight_and_comes_back(
     assert len(after_stop) >= 5, statuses
 
     grouped_lab.sh("spark-3", "systemctl start llmfleet-vllm")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        metrics = subprocess.run(
-            ["curl", "-s", f"http://{grouped_lab.management_ip('spark-1')}:8404/metrics"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        # The model's backend, which checks the group's health (the counters' route does not).
-        if 'proxy="llmfleet_model_1",server="serving_2",state="UP"} 1' in metrics:
-            break
-        time.sleep(3)
-    else:
-        pytest.fail("serving_2 did not return to rotation within 300 s")
+    wait_for_state(grouped_lab, "serving_2", "UP", 300)
     before = served_requests(grouped_lab)
     for session in SESSIONS:
         assert chat(grouped_lab, session, f"{session} back") == 200
     after = served_requests(grouped_lab)
     assert after["serving_2"] > before["serving_2"]
+
+
+def wait_for_state(lab: Lab, group: str, state: str, seconds: int) -> float:
+    """Wait until HAProxy holds ``group`` in ``state`` (UP, DOWN) in the model's backend,
+    which checks the group (the counters' route does not); returns how long it took."""
+    started = time.monotonic()
+    while time.monotonic() < started + seconds:
+        metrics = subprocess.run(
+            ["curl", "-s", f"http://{lab.management_ip('spark-1')}:8404/metrics"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        if f'proxy="llmfleet_model_1",server="{group}",state="{state}"}} 1' in metrics:
+            return time.monotonic() - started
+        time.sleep(2)
+    pytest.fail(f"{group} was not {state} in the gateway within {seconds} s")
+
+
+def test_a_group_that_stops_generating_leaves_rotation_and_comes_back(grouped_lab: Lab) -> None:
+    """serving_2's engine wedged (SIGSTOP of its engine core): its /health stays 200, its
+    serving probe finds no answer, and the gateway, which checks the group at its probe,
+    takes it out of rotation; every session is served by serving_1 meanwhile. Once the engine
+    answers again (before the probe's heal), the group is back."""
+    engine = "$(pgrep -f '^VLLM::EngineCore')"
+    grouped_lab.sh("spark-3", f"kill -STOP {engine}")
+    try:
+        took = wait_for_state(grouped_lab, "serving_2", "DOWN", 90)
+        print(f"serving_2 left rotation {took:.0f} s after its engine stopped")
+        assert grouped_lab.sh("spark-3", "curl -sf localhost:8000/health").returncode == 0
+        assert [
+            chat(grouped_lab, session, "while serving_2 is wedged") for session in SESSIONS
+        ] == [200] * len(SESSIONS)
+    finally:
+        grouped_lab.sh("spark-3", f"kill -CONT {engine}")
+    wait_for_state(grouped_lab, "serving_2", "UP", 300)
 
 
 def test_claude_codes_next_turn_through_the_gateway_hits_its_groups_cache(

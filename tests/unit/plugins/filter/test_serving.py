@@ -119,32 +119,37 @@ def test_upstreams_are_each_groups_rank_0_and_each_single_host() -> None:
             "ansible_host": "192.0.2.13",
             "llmfleet_served_model": "minimax",
             "vllm_server_port": 8001,
+            "vllm_server_probe_port": 8019,
         },
         "spark-4": {"ansible_host": "192.0.2.14", "llmfleet_served_model": "minimax"},
-        "gh200-1": {"llmfleet_served_model": "qwen3", "llmfleet_api_port": 9000},
+        "gh200-1": {
+            "llmfleet_served_model": "qwen3",
+            "llmfleet_api_port": 9000,
+            "vllm_server_probe": "false",
+        },
         "mac-1": {"ansible_host": "192.0.2.30", "llmfleet_served_model": "coder"},
     }
+    # The groups' vLLM is checked at its serving probe (8009, or where the host moves it);
+    # a Mac's vllm-mlx, and a host whose probe is off, at the API's /health.
     upstreams = gateway_upstreams(
         serving_groups(inventory(), 2),
         {"gh200-1": "vllm_server_port", "mac-1": "mlx_server_port"},
         hostvars,
     )
+    serving_1 = {"name": "serving_1", "address": "192.0.2.11", "port": 8000, "check_port": 8009}
+    serving_2 = {"name": "serving_2", "address": "192.0.2.13", "port": 8001, "check_port": 8019}
+    gh200 = {"name": "gh200-1", "address": "gh200-1", "port": 9000, "check_port": None}
+    mac = {"name": "mac-1", "address": "192.0.2.30", "port": 8000, "check_port": None}
     assert upstreams == [
-        {"name": "serving_1", "model": "minimax", "address": "192.0.2.11", "port": 8000},
-        {"name": "serving_2", "model": "minimax", "address": "192.0.2.13", "port": 8001},
-        {"name": "gh200-1", "model": "qwen3", "address": "gh200-1", "port": 9000},
-        {"name": "mac-1", "model": "coder", "address": "192.0.2.30", "port": 8000},
+        {**serving_1, "model": "minimax"},
+        {**serving_2, "model": "minimax"},
+        {**gh200, "model": "qwen3"},
+        {**mac, "model": "coder"},
     ]
     assert gateway_backends(upstreams) == [
-        {
-            "model": "minimax",
-            "servers": [
-                {"name": "serving_1", "address": "192.0.2.11", "port": 8000},
-                {"name": "serving_2", "address": "192.0.2.13", "port": 8001},
-            ],
-        },
-        {"model": "qwen3", "servers": [{"name": "gh200-1", "address": "gh200-1", "port": 9000}]},
-        {"model": "coder", "servers": [{"name": "mac-1", "address": "192.0.2.30", "port": 8000}]},
+        {"model": "minimax", "servers": [serving_1, serving_2]},
+        {"model": "qwen3", "servers": [gh200]},
+        {"model": "coder", "servers": [mac]},
     ]
 
 
