@@ -8,6 +8,7 @@ of it, ``status`` reports it; ``node_settings`` changes its emulated hardware.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import time
@@ -32,6 +33,9 @@ from llmfleet.lab.nodes import DEFAULT_LAB, LAB_LABEL, NODE_LABEL, Node, lab_nod
 # Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
 NODE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 BOOT_TIMEOUT_S = 180
+# Nodes take fixed addresses from .101 on (spark-1: .101); podman's pool gives the lab's Hub
+# and anything else the low ones.
+NODE_ADDRESS_OFFSET = 100
 
 
 @dataclass
@@ -69,6 +73,14 @@ class LabStatus:
         return json.dumps(asdict(self), indent=2)
 
 
+def node_address(subnet: str, index: int) -> str:
+    """Node ``index``'s fixed address on the lab network: a Spark keeps its management
+    address across a reboot, and so does a lab node restarted by podman (which would give it
+    a new one from the network's pool)."""
+    network = ipaddress.ip_network(subnet)
+    return str(network.network_address + NODE_ADDRESS_OFFSET + index)
+
+
 def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> None:
     podman.run(
         "run",
@@ -79,6 +91,8 @@ def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> Non
         node.hostname,
         "--network",
         lab,
+        "--ip",
+        node_address(podman.network_subnet(lab), node.index),
         "--network-alias",
         node.hostname,
         "--privileged",

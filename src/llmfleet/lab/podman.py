@@ -76,6 +76,12 @@ def network_exists(name: str) -> bool:
     return run("network", "exists", name, check=False).returncode == 0
 
 
+def network_subnet(name: str) -> str:
+    """The first subnet of network ``name`` (``10.89.0.0/24``)."""
+    data: list[dict[str, Any]] = json.loads(run("network", "inspect", name).stdout)
+    return str(data[0]["subnets"][0]["subnet"])
+
+
 def network_labels(name: str) -> dict[str, str]:
     """The labels of network ``name`` ({} when it has none)."""
     data: list[dict[str, Any]] = json.loads(run("network", "inspect", name).stdout)
