@@ -373,6 +373,10 @@ def test_the_memory_guard_kills_vllm_under_the_floor_once_per_interval(guarded, 
     assert probe.guard_memory(meminfo(200_000)) is True
     assert supervisor.killed == 1
     assert probe.guard_memory(meminfo(100_000)) is False
+    # systemd starts vLLM again: the guard's heal, not a crash of its own.
+    supervisor.start, supervisor.restarts = "invocation-2", 1
+    probe.step()
+    assert len(probe.heals) == 1
     clock.now += probe.config["interval"]
     assert probe.guard_memory(meminfo(100_000)) is True
     heal = probe.document()["last_heal"]
