@@ -62,10 +62,11 @@ demo: lab-deps venv ## Build and start the lab, run site.yml on it; it ends with
 	$(LLMFLEET) lab up
 	$(LLMFLEET) up -i inventory/lab
 
-bench: lab-deps venv ## Benchmark the orchestration on a fresh lab, then the served endpoint; reports in artifacts/bench
+bench: lab-deps venv ## Benchmark the orchestration on a fresh lab, the served endpoint, then the fault matrix; reports in artifacts/bench
 	$(LLMFLEET) lab bench
 	$(LLMFLEET) up -i inventory/lab
 	$(LLMFLEET) bench -i inventory/lab
+	$(LLMFLEET) lab faults
 
 # The tests marked `extended` (slow, and their path walked by another test too) stay out of
 # make test, which must end well within CI's 90 minutes on 2 cores; make test-extended runs them.

@@ -93,7 +93,10 @@ def running_image(lab: Lab, node: str) -> str:
 
 
 def history(lab: Lab, node: str) -> list[dict]:
-    return list(json.loads(lab.out(node, "cat /var/lib/llmfleet/history.json"))["entries"])
+    """The node's switches (up, upgrade, rollback), without the serving probe's heals: a
+    rank that crashes during an upgrade is healed, and recorded, beside it."""
+    entries = json.loads(lab.out(node, "cat /var/lib/llmfleet/history.json"))["entries"]
+    return [entry for entry in entries if entry["action"] != "heal"]
 
 
 def answers(lab: Lab) -> bool:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmfleet.lab import cluster, fabric, image, node_settings, orchestration
+from llmfleet.lab import cluster, fabric, faults, image, node_settings, orchestration
 from llmfleet.lab.errors import LabError
 from llmfleet.lab.nodes import DEFAULT_LAB, Node, hostname_of
 
@@ -241,6 +241,36 @@ def shell(
     """Open a shell on a node."""
     container = f"{name}-{node}"
     raise typer.Exit(subprocess.call(["podman", "exec", "-it", container, "bash", "-l"]))
+
+
+@lab_app.command("faults", epilog=LAB_EXIT_CODES_EPILOG)
+def faults_(
+    output: Annotated[
+        str, typer.Option(help="Folder of the JSON and markdown results.")
+    ] = "artifacts/bench",
+    case: Annotated[
+        list[str] | None,
+        typer.Option("--case", help="Run only this case (repeatable); all by default."),
+    ] = None,
+    name: LabOption = DEFAULT_LAB,
+) -> None:
+    """Break the served lab one way at a time (reboots, a killed rank, a wedged engine, a
+    link down, Ray's head killed) during a stream of requests; measure how long until the
+    group serves again and which requests failed. Writes faults-<time>.json and .md under
+    --output.
+
+    Example: [bold]llmfleet lab faults[/] after [bold]llmfleet up -i inventory/lab[/] (part of
+    `make bench`)
+    """
+
+    def action() -> Path:
+        path, _ = faults.run(console, lab=name, output_dir=Path(output), cases=case or ())
+        return path
+
+    path = _guard(action)
+    # The markdown quotes vLLM's log lines, whose brackets are no markup.
+    console.print(path.with_suffix(".md").read_text(), markup=False, highlight=False)
+    console.print(f"results: {path} and {path.with_suffix('.md')}")
 
 
 @lab_app.command("bench", epilog=LAB_EXIT_CODES_EPILOG)
