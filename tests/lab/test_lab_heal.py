@@ -66,6 +66,15 @@ def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_
     assert len(heals) >= sum(len(case["heals"]) for case in cases.values()), heals
     assert all(entry["from"] == entry["to"] for entry in heals)
 
+    # What else runs on spark-1 came back after its reboots too: claude-code-router once stayed
+    # down (its PID file, stale after a reboot, named another process).
+    lab.sh(
+        "spark-1",
+        "for i in $(seq 30); do curl -sf -o /dev/null localhost:3456/health && exit 0; sleep 2;"
+        " done; systemctl status llmfleet-claude-code-router --no-pager; exit 1",
+        timeout=120,
+    )
+
     head = status(lab)["hosts"]["spark-1"]
     probe = head["node"]["probe"]
     assert probe["phase"] == "ready", probe
