@@ -15,6 +15,7 @@ the test lab; its run's artifacts (RDMA results) go to a folder of their own too
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -122,9 +123,24 @@ def group_counters(lab: Lab) -> dict[str, dict]:
     return counters
 
 
-def served_requests(lab: Lab) -> dict[str, float]:
-    """Each group's finished requests."""
-    return {group: counters["requests"] for group, counters in group_counters(lab).items()}
+def routed_requests(lab: Lab) -> dict[str, float]:
+    """The requests the gateway sent to each group and got answered (HAProxy's own counts of
+    the model's backend): the serving probe's requests, sent to vLLM on its own host, are not
+    among them, as they are among vLLM's."""
+    metrics = subprocess.run(
+        ["curl", "-s", f"http://{lab.management_ip('spark-1')}:8404/metrics"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    routed = dict.fromkeys(GROUPS, 0.0)
+    for line in metrics.splitlines():
+        if not line.startswith("haproxy_server_http_responses_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.partition("}")[0]))
+        if labels.get("proxy") == "llmfleet_model_1" and labels.get("code") == "2xx":
+            routed[labels["server"]] = float(line.rsplit(" ", 1)[1])
+    return routed
 
 
 def prefix_counters(lab: Lab) -> dict[str, float]:
@@ -165,10 +181,10 @@ def test_the_groups_answer_the_cluster_and_not_this_machine(grouped_lab: Lab) ->
 def test_a_sessions_requests_land_on_one_group_and_sessions_spread(grouped_lab: Lab) -> None:
     homes = {}
     for session in SESSIONS:
-        before = served_requests(grouped_lab)
+        before = routed_requests(grouped_lab)
         for turn in range(3):
             assert chat(grouped_lab, session, f"{session} turn {turn}") == 200
-        after = served_requests(grouped_lab)
+        after = routed_requests(grouped_lab)
         moved = {group: after[group] - before[group] for group in GROUPS}
         assert sorted(moved.values()) == [0, 3], f"{session}: {moved}"
         homes[session] = max(moved, key=lambda group: moved[group])
@@ -205,10 +221,10 @@ def test_a_group_that_stops_loses_only_requests_in_flight_and_comes_back(
 
     grouped_lab.sh("spark-3", "systemctl start llmfleet-vllm")
     wait_for_state(grouped_lab, "serving_2", "UP", 300)
-    before = served_requests(grouped_lab)
+    before = routed_requests(grouped_lab)
     for session in SESSIONS:
         assert chat(grouped_lab, session, f"{session} back") == 200
-    after = served_requests(grouped_lab)
+    after = routed_requests(grouped_lab)
     assert after["serving_2"] > before["serving_2"]
 
 

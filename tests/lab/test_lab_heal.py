@@ -75,6 +75,13 @@ def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_
         timeout=120,
     )
 
+    # The probe's lines are in `llmfleet logs`, merged with the ranks'.
+    logs = lab.run("llmfleet", "logs", "-i", "inventory/lab", "--since", "30m", timeout=600)
+    assert logs.returncode == 0, logs.stderr[-3000:]
+    probe_lines = [line for line in logs.stdout.splitlines() if "llmfleet-vllm-probe" in line]
+    assert any("healing: " in line for line in probe_lines), probe_lines[-20:]
+    assert any("ready: answered its warm-up requests" in line for line in probe_lines)
+
     head = status(lab)["hosts"]["spark-1"]
     probe = head["node"]["probe"]
     assert probe["phase"] == "ready", probe

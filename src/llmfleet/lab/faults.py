@@ -211,20 +211,28 @@ def _kill_ray_head(lab: Lab) -> float:
     return time.time()
 
 
-# A runaway allocation in vLLM's own cgroup (the unit's, in systemd's hierarchy): it takes
-# the node's emulated unified memory (the lab's GB10 pool, driven by the node's real cgroup
-# usage) down to 1% of the pool, under the probe's floor (3%); the memory guard kills vLLM,
-# and the hog with it. The hog ends by itself after two minutes whatever happens.
+# A runaway allocation of rank 0's vLLM: a process that takes the node's emulated unified
+# memory (the lab's GB10 pool, driven by the node's real cgroup usage) down to 1% of the pool,
+# under the probe's floor (3%), and lives as long as vLLM's main process does (the lab cannot
+# place it inside vLLM's own process, and systemd's kill does not reach a process put into
+# the unit's cgroup from outside it here). The memory guard kills vLLM, and the allocation
+# goes with it; it ends by itself after two minutes whatever happens.
 MEMORY_HOG = r"""
 meminfo={meminfo}
-cgroup=$(systemctl show -p ControlGroup --value llmfleet-vllm)
+vllm=$(systemctl show -p MainPID --value llmfleet-vllm)
 available=$(awk '/^MemAvailable:/ {{print $2}}' "$meminfo")
 total=$(awk '/^MemTotal:/ {{print $2}}' "$meminfo")
 bytes=$(( (available - total / 100) * 1024 ))
-nohup sh -c "echo \$\$ > /sys/fs/cgroup/systemd$cgroup/cgroup.procs 2>/dev/null \
-    || echo \$\$ > /sys/fs/cgroup$cgroup/cgroup.procs
-  exec timeout 120 python3 -c 'import time; hog = b\"\x01\" * $bytes; time.sleep(115)'" \
-  >/dev/null 2>&1 &
+nohup timeout 120 python3 -c '
+import os, sys, time
+hog = b"\x01" * int(sys.argv[1])
+while True:
+    try:
+        os.kill(int(sys.argv[2]), 0)
+    except OSError:
+        break
+    time.sleep(0.2)
+' "$bytes" "$vllm" >/dev/null 2>&1 &
 """
 LAB_MEMINFO = "/run/llmfleet-lab/meminfo"
 
@@ -253,7 +261,14 @@ CASES: tuple[Case, ...] = (
         _wedge_rank_0,
         WEDGED_BOUND_S,
     ),
-    Case("link_down_30s", "spark-2's fabric link down for 30 s, then up", _link_flap),
+    # A collective stalled on a pulled link looks like a wedged engine (/health 200, nothing
+    # moves) and is found the same way; the count starts while the link is still down.
+    Case(
+        "link_down_30s",
+        "spark-2's fabric link down for 30 s, then up",
+        _link_flap,
+        WEDGED_BOUND_S,
+    ),
     Case(
         "ray_head_killed",
         "the Ray head killed (SIGKILL; vLLM runs without Ray here)",
@@ -261,7 +276,7 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "memory_hog_rank_0",
-        "a runaway allocation in rank 0's vLLM cgroup takes the node's memory to 1%",
+        "a runaway allocation of rank 0's vLLM takes the node's memory to 1%",
         _memory_hog,
     ),
 )

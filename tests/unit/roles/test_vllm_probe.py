@@ -177,6 +177,20 @@ def test_an_engine_that_vllm_says_is_dead_is_healed_at_once(parts) -> None:
     )
 
 
+def test_users_traffic_since_the_last_probe_stands_for_the_probes_request(parts) -> None:
+    """A group whose counters moved (users' requests made tokens) is not asked again: its
+    users' per-group counts (a benchmark's shares) hold no probe requests."""
+    probe, http, _supervisor, _clock, _history = parts
+    probe.step()
+    probe.step()
+    asked = len(http.posts)
+    http.counters += 40  # users' requests, between two probes
+    probe.step()
+    assert len(http.posts) == asked and probe.last_probe["traffic"] is True
+    probe.step()  # nothing moved since: the probe asks
+    assert len(http.posts) == asked + 1
+
+
 def test_a_slow_answer_while_the_engine_makes_progress_is_busy_not_wedged(parts) -> None:
     probe, http, supervisor, _clock, _history = parts
     probe.step()
@@ -409,3 +423,18 @@ def test_memory_left_reads_meminfo() -> None:
         2048 * 1024,
     )
     assert probe_script.memory_left("MemTotal: 5 kB\n") is None
+
+
+def test_the_verdict_says_ready_only_while_vllm_answers_and_names_its_start(parts) -> None:
+    probe, http, _supervisor, _clock, _history = parts
+    assert probe_script.verdict(probe) == (503, {"phase": "down", "start": None})
+    probe.step()
+    assert probe_script.verdict(probe) == (200, {"phase": "ready", "start": "invocation-1"})
+    http.health = 503  # vLLM stopped since the last probe
+    assert probe_script.verdict(probe)[0] == 503
+    http.health = 200
+    http.answer = (None, "no answer within 20 s")
+    probe.step()
+    status, document = probe_script.verdict(probe)
+    assert (status, document["phase"]) == (503, "failing")
+    assert document["last_failure"] == "no answer within 20 s"
