@@ -86,6 +86,9 @@ class FakeSupervisor:
     def describe(self) -> str:
         return "llmfleet-vllm.service"
 
+    def started_epoch(self) -> int:
+        return 1_000_000
+
     def state(self) -> tuple[str | None, bool, int | None]:
         return self.start, self.running, self.restarts
 
@@ -427,9 +430,12 @@ def test_memory_left_reads_meminfo() -> None:
 
 def test_the_verdict_says_ready_only_while_vllm_answers_and_names_its_start(parts) -> None:
     probe, http, _supervisor, _clock, _history = parts
-    assert probe_script.verdict(probe) == (503, {"phase": "down", "start": None})
+    assert probe_script.verdict(probe) == (503, {"phase": "down", "start": None, "started": None})
     probe.step()
-    assert probe_script.verdict(probe) == (200, {"phase": "ready", "start": "invocation-1"})
+    assert probe_script.verdict(probe) == (
+        200,
+        {"phase": "ready", "start": "invocation-1", "started": 1_000_000},
+    )
     http.health = 503  # vLLM stopped since the last probe
     assert probe_script.verdict(probe)[0] == 503
     http.health = 200
@@ -438,3 +444,9 @@ def test_the_verdict_says_ready_only_while_vllm_answers_and_names_its_start(part
     status, document = probe_script.verdict(probe)
     assert (status, document["phase"]) == (503, "failing")
     assert document["last_failure"] == "no answer within 20 s"
+
+
+def test_an_engines_start_time_is_read_to_the_second() -> None:
+    assert probe_script.iso_epoch("2026-11-26T22:35:10.123456789Z") == 1795732510
+    assert probe_script.iso_epoch("2026-11-26T23:35:10+01:00") == 1795732510
+    assert probe_script.iso_epoch("not a time") is None
