@@ -236,8 +236,8 @@ def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
 
 
 ALL_CHECKS = {
-    "ray_client", "ranks", "socket_interface", "rdma_traffic", "peer_links", "link_rate",
-    "gid_index", "swap", "page_cache", "versions", "ray_settings", "clock",
+    "ray_client", "ranks", "generation", "socket_interface", "rdma_traffic", "peer_links",
+    "link_rate", "gid_index", "swap", "page_cache", "versions", "ray_settings", "clock",
 }  # fmt: skip
 NCCL_ENV = "/etc/llmfleet/nccl.env"
 VLLM_METADATA = "$(ls -d /opt/vllm/lib/python3*/site-packages/vllm-*.dist-info)/METADATA"
