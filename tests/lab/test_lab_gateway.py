@@ -123,16 +123,21 @@ def group_counters(lab: Lab) -> dict[str, dict]:
     return counters
 
 
+def gateway_metrics(lab: Lab) -> str:
+    """The gateway's Prometheus exporter (HAProxy's own counts), empty when it does not answer."""
+    return subprocess.run(
+        ["curl", "-s", f"http://{lab.management_ip('spark-1')}:8404/metrics"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+
+
 def routed_requests(lab: Lab) -> dict[str, float]:
     """The requests the gateway sent to each group and got answered (HAProxy's own counts of
     the model's backend): the serving probe's requests, sent to vLLM on its own host, are not
     among them, as they are among vLLM's."""
-    metrics = subprocess.run(
-        ["curl", "-s", f"http://{lab.management_ip('spark-1')}:8404/metrics"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    metrics = gateway_metrics(lab)
     routed = dict.fromkeys(GROUPS, 0.0)
     for line in metrics.splitlines():
         if not line.startswith("haproxy_server_http_responses_total{"):
@@ -233,12 +238,7 @@ def wait_for_state(lab: Lab, group: str, state: str, seconds: int) -> float:
     which checks the group (the counters' route does not); returns how long it took."""
     started = time.monotonic()
     while time.monotonic() < started + seconds:
-        metrics = subprocess.run(
-            ["curl", "-s", f"http://{lab.management_ip('spark-1')}:8404/metrics"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
+        metrics = gateway_metrics(lab)
         if f'proxy="llmfleet_model_1",server="{group}",state="{state}"}} 1' in metrics:
             return time.monotonic() - started
         time.sleep(2)
