@@ -27,7 +27,14 @@ from llmfleet.lab.fabric import (
     wait_emulated_hardware,
     wire_fabric,
 )
-from llmfleet.lab.image import ensure_image, host_ca_bundle, hub_image_ref, node_image_ref
+from llmfleet.lab.image import (
+    NODE_RUNTIME_ARCHIVE,
+    ensure_image,
+    host_ca_bundle,
+    hub_image_ref,
+    node_image_ref,
+    runtime_archive,
+)
 from llmfleet.lab.nodes import DEFAULT_LAB, LAB_LABEL, NODE_LABEL, Node, lab_nodes
 
 # Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
@@ -110,10 +117,18 @@ def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> Non
         f"{access.SSH_LABEL}={ssh.folder}",
         "-v",
         f"{node.storage_volume}:/var/lib/containers",
+        *_runtime_image_options(),
         *_trust_options(),
         image,
         "/sbin/init",
     )
+
+
+def _runtime_image_options() -> list[str]:
+    """The runtime image's archive, which the node loads into its Docker at boot (the
+    container path's image, as a registry gives it to a Spark)."""
+    archive = runtime_archive()
+    return ["-v", f"{archive}:{NODE_RUNTIME_ARCHIVE}:ro"] if archive.is_file() else []
 
 
 def _trust_options() -> list[str]:

@@ -7,7 +7,11 @@ recipe changes:
 * ``localhost/llmfleet-lab-node:<digest>``: ``assets/image/Containerfile`` on top of it
   (packages, vLLM's CPU build, the hardware emulators);
 * ``localhost/llmfleet-lab-hub:<digest>``: ``assets/image/Containerfile.hub`` on top of the
-  node image: the generated tiny model, published by the lab's Hub server.
+  node image: the generated tiny model, published by the lab's Hub server;
+* ``localhost/llmfleet-lab-runtime:<digest>``: ``assets/image/Containerfile.runtime`` on top
+  of the root file system: the vLLM/Ray image of the container path, saved as a Docker
+  archive (``runtime_archive()``) that every node mounts and loads into its Docker under
+  ``RUNTIME_IMAGE``.
 
 Images live in the container engine's storage, outside the checkout, so a fresh clone on
 the same machine reuses them. Nothing names a host: the Debian mirror and the pip settings
@@ -52,6 +56,11 @@ DEBOOTSTRAP_PACKAGES = (
 )
 ROOTFS_REPOSITORY = "localhost/llmfleet-lab-rootfs"
 NODE_REPOSITORY = "localhost/llmfleet-lab-node"
+RUNTIME_REPOSITORY = "localhost/llmfleet-lab-runtime"
+# The runtime image's name in each node's Docker (inventory/lab/paths/ray_container.yml).
+RUNTIME_IMAGE = "localhost/llmfleet-lab/vllm-ray:lab"
+# Where a node finds the archive (llmfleet-lab-images.service loads it at boot).
+NODE_RUNTIME_ARCHIVE = "/usr/local/share/llmfleet-lab/images/vllm-runtime.tar"
 HUB_REPOSITORY = "localhost/llmfleet-lab-hub"
 # Where the build sees the certificate bundle of the machine that builds (not the
 # image's own bundle path, which its ca-certificates package rewrites).
@@ -95,6 +104,15 @@ def node_tag() -> str:
 
 def node_image_ref() -> str:
     return f"{NODE_REPOSITORY}:{node_tag()}"
+
+
+def runtime_image_ref() -> str:
+    return f"{RUNTIME_REPOSITORY}:{node_tag()}"
+
+
+def runtime_archive() -> Path:
+    """The runtime image as a Docker archive, in the cache (outside the checkout)."""
+    return cache_dir() / "images" / f"llmfleet-lab-runtime-{node_tag()}.tar"
 
 
 def hub_image_ref() -> str:
@@ -337,25 +355,55 @@ def _build(
     return ref
 
 
+def _save_runtime_archive(progress: BuildProgress, runtime: str) -> Path:
+    """Save the runtime image under RUNTIME_IMAGE as a Docker archive (written aside, then
+    renamed: a node never mounts half an archive)."""
+    archive = runtime_archive()
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    progress.stage(f"runtime image archive {archive.name}")
+    podman.run("tag", runtime, RUNTIME_IMAGE)
+    partial = archive.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    podman.run("save", "--format", "docker-archive", "-o", str(partial), RUNTIME_IMAGE, timeout=900)
+    partial.rename(archive)
+    for old in archive.parent.glob("llmfleet-lab-runtime-*.tar"):
+        if old != archive:
+            old.unlink()
+    progress.done(f"runtime image saved ({archive.stat().st_size / 2**20:.0f} MiB)")
+    return archive
+
+
 def ensure_image(console: Console, rebuild: bool = False) -> str:
     """Return the node image reference, building whatever stage is missing (the node
-    image, then the Hub image on top of it)."""
-    node, hub = node_image_ref(), hub_image_ref()
-    if podman.image_exists(node) and podman.image_exists(hub) and not rebuild:
+    image, the Hub image on top of it, the runtime image and its archive)."""
+    node, hub, runtime = node_image_ref(), hub_image_ref(), runtime_image_ref()
+    built = podman.image_exists(node) and podman.image_exists(hub)
+    if built and podman.image_exists(runtime) and runtime_archive().is_file() and not rebuild:
         return node
     with BuildProgress(console) as progress:
         if rebuild or not podman.image_exists(node):
             base = _build_rootfs(progress)
             _build(progress, node, "Containerfile", {"BASE_IMAGE": base}, rebuild)
-        _build(progress, hub, "Containerfile.hub", {"NODE_IMAGE": node}, rebuild)
+        if rebuild or not podman.image_exists(hub):
+            _build(progress, hub, "Containerfile.hub", {"NODE_IMAGE": node}, rebuild)
+        if rebuild or not podman.image_exists(runtime):
+            base = _build_rootfs(progress)
+            _build(progress, runtime, "Containerfile.runtime", {"BASE_IMAGE": base}, rebuild)
+        if rebuild or not runtime_archive().is_file():
+            _save_runtime_archive(progress, runtime)
     return node
 
 
 def prune_old_images(console: Console) -> list[str]:
     """Remove node and rootfs images whose tag no longer matches the recipe."""
-    keep = {node_image_ref(), hub_image_ref(), f"{ROOTFS_REPOSITORY}:{rootfs_tag()}"}
+    keep = {
+        node_image_ref(),
+        hub_image_ref(),
+        runtime_image_ref(),
+        f"{ROOTFS_REPOSITORY}:{rootfs_tag()}",
+    }
     removed = []
-    for repository in (HUB_REPOSITORY, NODE_REPOSITORY, ROOTFS_REPOSITORY):
+    for repository in (HUB_REPOSITORY, NODE_REPOSITORY, RUNTIME_REPOSITORY, ROOTFS_REPOSITORY):
         for ref in podman.image_refs(repository):
             if ref not in keep and podman.remove_image(ref):
                 removed.append(ref)
