@@ -29,8 +29,16 @@ _REASON = re.compile(r"\b([A-Z][A-Za-z0-9_]*(?:Error|Exception|Exit)): (.+)$")
 _PYDANTIC = re.compile(r"^Value error, (.+?)(?: \[type=.*)?$")
 _USAGE = re.compile(r"^(\S+(?: \S+)?: error: .+)$")
 _FATAL = re.compile(r"\b(?:ERROR|FATAL|CRITICAL|Fatal|fatal)\b")
+# Lines that only quote an error (a warning that names one) or point at another line (vLLM's
+# "See root cause above"), and errors that follow from the first one (Ray's actors already
+# gone when the engine shuts down): never the reason while another line is.
+_NOT_A_REASON = re.compile(
+    r"\bWARNING\b|warnings\.warn|root cause above|stack trace \(above\)|ActorHandleNotFoundError"
+)
 
 Run = Callable[[list[str]], tuple[int, str, str]]
+# How much of the log the reason is looked for in (at least what is shown).
+REASON_LOG_LINES = 1000
 
 # Container states: created/running/paused are alive; "restarting" means it exited and the
 # engine is about to start it again.
@@ -115,7 +123,9 @@ class Supervisor:
             "detail": f"{fields[0]}, exit code {fields[2]}, {fields[1]} restart(s)",
         }
 
-    def log(self, run: Run, since: float) -> str:
+    def log(self, run: Run, since: float, lines: int | None = None) -> str:
+        """The log since ``since``: its last ``lines`` lines (default: log_lines)."""
+        count = str(self.log_lines if lines is None else lines)
         if self.unit:
             argv = [
                 "journalctl",
@@ -124,21 +134,27 @@ class Supervisor:
                 "--since",
                 f"@{int(since) - 1}",
                 "--lines",
-                str(self.log_lines),
+                count,
                 "--no-pager",
                 "--output",
                 "cat",
             ]
         else:
-            argv = [self.engine, "logs", "--tail", str(self.log_lines), str(self.container)]
+            argv = [self.engine, "logs", "--tail", count, str(self.container)]
         _rc, out, err = run(argv)
         return (out + err).strip()
 
 
 def reason_line(log: str) -> str:
     """The line of ``log`` that says why the process stopped: the last exception line, else
-    the last line naming an error, else the last line."""
+    the last line naming an error, else the last line; lines that only quote or point at an
+    error count only when nothing else does."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    reasons = [line for line in lines if not _NOT_A_REASON.search(line)]
+    return _reason_among(reasons) or _reason_among(lines)
+
+
+def _reason_among(lines: list[str]) -> str:
     for line in reversed(lines):
         match = _PYDANTIC.match(line)
         if match:
@@ -244,13 +260,16 @@ def _not_ready(  # noqa: PLR0917 - the state of the wait loop, passed on as it i
     run: Run,
     clock: Callable[[], float],
 ) -> dict[str, object]:
-    log = supervisor.log(run, started_wall)
+    # The reason is looked for in more of the log than is shown: under vLLM's Ray executor
+    # the root cause comes a few hundred lines before the end (every worker's traceback).
+    shown = supervisor.log_lines
+    log = supervisor.log(run, started_wall, lines=max(shown, REASON_LOG_LINES))
     return {
         "state": outcome,
         "elapsed": round(clock() - started, 1),
         "attempts": attempts,
         "probe": last,
         "supervisor": f"{supervisor.describe()} ({state['detail']})",
-        "log": log,
+        "log": "\n".join(log.splitlines()[-shown:]) if shown > 0 else "",
         "reason": reason_line(log),
     }

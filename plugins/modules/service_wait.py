@@ -78,7 +78,8 @@ options:
     default: 2
   log_lines:
     description:
-      - How many lines of the log to return when the wait fails.
+      - How many lines of the log to return when the wait fails (RV(reason) is looked for
+        in the last 1000 lines, or in these when there are more).
     type: int
     default: 60
 notes:

@@ -144,7 +144,8 @@ def test_containers_are_watched_through_the_engine(status: str, state: str) -> N
     result = run_wait(host, NEVER_READY, Supervisor(container="llmfleet-vllm", engine="podman"))
     assert result["state"] == state
     assert host.calls[0][:3] == ["podman", "container", "inspect"]
-    assert ["podman", "logs", "--tail", "60", "llmfleet-vllm"] in host.calls
+    # The reason is looked for in more of the log than the result shows (log_lines).
+    assert ["podman", "logs", "--tail", "1000", "llmfleet-vllm"] in host.calls
 
 
 def test_a_command_probe_counts_matching_lines() -> None:
@@ -192,6 +193,22 @@ def test_a_refused_connection_keeps_waiting_until_the_timeout() -> None:
     assert "refused" in str(result["probe"]).lower()
 
 
+RAY_WORKER_LOG = """\
+(APIServer pid=477) WARNING 11-27 01:34:23 [system_utils.py:255] Found ulimit of 1024 and failed \
+to automatically increase. This can cause fd limit errors like `OSError: [Errno 24] Too many open \
+files`. Consider increasing with ulimit -n
+(EngineCore pid=506) ERROR 11-27 01:34:39 [core.py:1510] EngineCore failed to start.
+(EngineCore pid=506) ERROR 11-27 01:34:39 [core.py:1510] ray.exceptions.RayTaskError(\
+FileNotFoundError): ray::RayWorkerProc.initialize_worker() (pid=163, ip=192.168.100.12)
+(EngineCore pid=506) ERROR 11-27 01:34:39 [core.py:1510] FileNotFoundError: [Errno 2] No such \
+file or directory: '/etc/x.yaml'
+(EngineCore pid=506) ERROR 11-27 01:34:39 [ray_executor_v2.py:574] ray.exceptions.\
+ActorHandleNotFoundError: Failed to find a corresponding actor handle for 187e86466f666dc8
+    raise RuntimeError(
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+
 @pytest.mark.parametrize(
     ("log", "reason"),
     [
@@ -217,6 +234,17 @@ def test_a_refused_connection_keeps_waiting_until_the_timeout() -> None:
             "usage: vllm serve [model_tag] [options]\n"
             "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp4'\n",
             "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp4'",
+        ),
+        # vLLM's Ray executor in the lab: a warning that quotes an error, then the worker's
+        # root cause, then the generic line that points above it.
+        (RAY_WORKER_LOG, "FileNotFoundError: [Errno 2] No such file or directory: '/etc/x.yaml'"),
+        (
+            "WARNING 11-27 [system_utils.py:255] Found ulimit of 1024. This can cause fd limit"
+            " errors like `OSError: [Errno 24] Too many open files`. Consider increasing\n"
+            "(Worker pid=1) ERROR [core.py:1512] RuntimeError: Worker failed with error"
+            " 'CppCompileError: C++ compile error'\n"
+            "(Worker pid=1)   warnings.warn(f\"Can't find Python.h in /usr/include\")\n",
+            "RuntimeError: Worker failed with error 'CppCompileError: C++ compile error'",
         ),
         ("", ""),
     ],

@@ -3,10 +3,10 @@ token, the reply llmfleet_lab_script writes for the conversation of each request
 
 Loaded with ``--logits-processors llmfleet_lab_scripted_processor:ScriptedReplies`` (the
 folder on vLLM's PYTHONPATH). The replies are written in the wire format of the tool-call
-parser the server runs: ``LLMFLEET_LAB_SCRIPT_FORMAT`` when set, else the
-``tool-call-parser`` of the ``vllm serve --config`` file ``LLMFLEET_LAB_SERVE_CONFIG`` names
-(the lab inventory's way: a profile that changes its parser changes the script's format
-with it); no parser, no script. It runs in every
+parser the server runs: ``LLMFLEET_LAB_SCRIPT_FORMAT`` when set and not empty (the lab
+inventory gives it the profile's parser: a profile that changes its parser changes the
+script's format with it), else the ``tool-call-parser`` of the ``vllm serve --config`` file
+``LLMFLEET_LAB_SERVE_CONFIG`` names; no parser, no script. It runs in every
 worker of a tensor parallel group: the forced tokens depend on the prompt only, so every
 rank samples the same. vLLM 0.32's CPU platform has no Triton and runs the V1 model runner,
 whose interface this is (``vllm.v1.sample.logits_processor``).
@@ -34,13 +34,20 @@ END_OF_TURN = "<|im_end|>"
 
 def wire_format() -> str | None:
     """The parser whose format the replies take (see the module's docstring)."""
-    parser = os.environ.get(FORMAT_VARIABLE)
+    parser = os.environ.get(FORMAT_VARIABLE) or None
     if parser is None and os.environ.get(SERVE_CONFIG_VARIABLE):
-        config = yaml.safe_load(Path(os.environ[SERVE_CONFIG_VARIABLE]).read_text()) or {}
+        config_file = Path(os.environ[SERVE_CONFIG_VARIABLE])
+        if not config_file.is_file():
+            raise FileNotFoundError(
+                f"the lab's script reads the parser from {config_file} ({SERVE_CONFIG_VARIABLE}),"
+                f" which this host lacks, and {FORMAT_VARIABLE} is not set"
+            )
+        config = yaml.safe_load(config_file.read_text()) or {}
         parser = config.get("tool-call-parser")
     if parser is not None and parser not in WIRE_FORMATS:
         raise ValueError(f"the lab's script has no wire format for the parser {parser!r}")
     return parser
+
 
 
 class ScriptedReplies(LogitsProcessor):

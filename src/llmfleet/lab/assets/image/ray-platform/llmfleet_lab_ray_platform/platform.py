@@ -9,3 +9,7 @@ class LabRayCpuPlatform(CpuPlatform):
     # The resource Ray's placement group asks for per rank, and the accelerator kind each
     # worker reads its device from: what a Spark's CUDA platform uses.
     ray_device_key = "GPU"
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        return "llmfleet_lab_ray_platform.communicator.LabCpuCommunicator"
