@@ -38,7 +38,10 @@ def test_the_default_names_networkd_on_each_link_and_no_global_renderer(tmp_path
 @pytest.mark.parametrize("mode", ["static", "link_local"])
 def test_networkmanager_is_named_on_the_links_only(tmp_path: Path, mode: str) -> None:
     network = render(
-        tmp_path, cx7_network_ports=[0, 1], cx7_network_mode=mode, cx7_network_renderer="NetworkManager"
+        tmp_path,
+        cx7_network_ports=[0, 1],
+        cx7_network_mode=mode,
+        cx7_network_renderer="NetworkManager",
     )
     assert "renderer" not in network
     assert network["ethernets"]
