@@ -21,8 +21,9 @@ def render(tmp_path: Path, **settings: Any) -> dict[str, Any]:
     out = tmp_path / "40-cx7.yaml"
     proc = play_on_localhost(HERE / "render_cx7_netplan.yml", {**settings, "out_file": str(out)})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    plan: dict[str, Any] = yaml.safe_load(out.read_text(encoding="utf-8"))
-    return plan["network"]
+    plan = yaml.safe_load(out.read_text(encoding="utf-8"))
+    network: dict[str, Any] = plan["network"]
+    return network
 
 
 def test_the_default_names_networkd_on_each_link_and_no_global_renderer(tmp_path: Path) -> None:
