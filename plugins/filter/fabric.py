@@ -14,10 +14,7 @@ import ipaddress
 import itertools
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import (
-    ethtool_link,
-    ibdev2netdev_map,
-)
+from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import ethtool_link
 
 
 def fabric_subnet_conflicts(subnets):
@@ -132,17 +129,35 @@ def _finding(what, ok, msg):
     return {"what": what, "ok": bool(ok), "msg": msg}
 
 
-def check_rdma_device(netdev, ibdev2netdev):
-    """``ibdev2netdev`` (as ``ibdev2netdev_map`` reads it) lists an RDMA device for the
-    netdev, and its port is Up."""
-    seen = ibdev2netdev.get(netdev)
-    if seen is None:
-        return _finding(f"{netdev} rdma", False, f"{netdev}: ibdev2netdev lists no RDMA device")
+def _port_state(port_facts):
+    """A port's state name (``ACTIVE``, ``DOWN``) from its ``rdma_devices`` facts."""
+    state = port_facts.get("state")
+    if isinstance(state, dict):
+        return state.get("name") or "unknown"
+    return str(state) if state else "unknown"
+
+
+def check_rdma_device(netdev, device, device_facts):
+    """An RDMA device backs the netdev (``device``: its name, ``None`` when none does) and
+    every port of it is ACTIVE, as the kernel's sysfs shows it (``device_facts``: the
+    device's facts from ``llmfleet.cluster.rdma_devices``). The same mapping and state that
+    MLNX OFED's ``ibdev2netdev`` prints, without depending on it: Debian and Ubuntu's
+    rdma-core do not ship it."""
+    what = f"{netdev} rdma"
+    if device is None:
+        return _finding(
+            what,
+            False,
+            f"{netdev}: no RDMA device backs it (none lists it under device/net in sysfs; "
+            "`rdma link` shows the devices and their netdevs)",
+        )
+    ports = device_facts.get("ports") or {}
+    states = {str(port): _port_state(facts) for port, facts in sorted(ports.items())}
+    shown = ", ".join(f"port {port} {state}" for port, state in states.items()) or "no port"
     return _finding(
-        f"{netdev} rdma",
-        seen["state"] == "Up",
-        f"{netdev}: ibdev2netdev shows {seen['device']} port {seen['port']} "
-        f"{seen['state']}, expected Up",
+        what,
+        bool(states) and set(states.values()) == {"ACTIVE"},
+        f"{netdev}: RDMA device {device} {shown}, expected ACTIVE",
     )
 
 
@@ -197,12 +212,13 @@ def _ping_key(item):
     return f"{item.get('netdev', '')}>{item.get('peer', '')}"
 
 
-def fabric_checks(ibdev2netdev_stdout, ethtool_results, rdma_devices, ping_results, expect):
+def fabric_checks(rdma_devices, ethtool_results, ping_results, expect):
     """Judge one host's fabric from its tools' outputs.
 
-    ``ethtool_results`` and ``ping_results`` are the ``results`` of looped command tasks
-    (items: a netdev; and ``{netdev, peer, address}``). ``rdma_devices`` are the facts of
-    ``llmfleet.cluster.rdma_devices``. ``expect`` holds ``netdevs``, ``speed_mbps``, ``mtu``
+    ``rdma_devices`` are the facts of ``llmfleet.cluster.rdma_devices`` (which netdevs back
+    each device, its ports' state and link layer, read from sysfs). ``ethtool_results``
+    and ``ping_results`` are the ``results`` of looped command tasks (items: a netdev; and
+    ``{netdev, peer, address}``). ``expect`` holds ``netdevs``, ``speed_mbps``, ``mtu``
     and ``ping_targets`` (every ``{netdev, peer, address}``, address empty when the peer
     has none on that netdev, so it was not pinged). Findings come per netdev (its RDMA
     device, its link layer), then per ethtool result, then per ping target.
@@ -213,7 +229,6 @@ def fabric_checks(ibdev2netdev_stdout, ethtool_results, rdma_devices, ping_resul
         payload = int(expect["mtu"]) - 28
     except (KeyError, TypeError, ValueError) as error:
         raise AnsibleFilterError(f"expect needs netdevs, speed_mbps and mtu: {error}") from error
-    mapping = ibdev2netdev_map(ibdev2netdev_stdout)
     by_netdev = {
         netdev: (device, facts)
         for device, facts in (rdma_devices or {}).items()
@@ -222,7 +237,7 @@ def fabric_checks(ibdev2netdev_stdout, ethtool_results, rdma_devices, ping_resul
     findings = []
     for netdev in netdevs:
         device, facts = by_netdev.get(netdev, (None, {}))
-        findings.append(check_rdma_device(netdev, mapping))
+        findings.append(check_rdma_device(netdev, device, facts))
         findings.append(check_link_layer(netdev, device, facts))
     findings += [
         check_link_speed(result.get("item"), result.get("stdout", ""), speed)

@@ -92,7 +92,7 @@ def check_rdma_traffic(docs):
                 + (f" (background traffic only: less than {least})" if moved < least else ""),
                 "NCCL fell back to sockets: check NCCL_IB_HCA, NCCL_IB_GID_INDEX and "
                 "NCCL_IB_DISABLE in the environment of vLLM (llmfleet up rewrites them) and "
-                "`ibdev2netdev`",
+                "`rdma link`",
             )
         )
     return findings
@@ -174,7 +174,7 @@ def check_link_rate(docs):
                 bool(problems),
                 evidence + f" (expected up at {minimum}Mb/s or more)" if problems else evidence,
                 "reseat or replace the QSFP cable, check both ends with `ethtool IFACE` and "
-                "`ibdev2netdev`; llmfleet up -i INV --tags fabric_verify measures the rails",
+                "`rdma link`; llmfleet up -i INV --tags fabric_verify measures the rails",
             )
         )
     return findings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 HOST_NUMBER = {"molecule-spark-1": 11, "molecule-spark-2": 12}
 SUBNETS = {"enp1s0f1np1": "192.168.100", "enP2p1s0f1np1": "192.168.101"}
@@ -47,6 +48,24 @@ def test_netplan_file_is_private_and_valid(host) -> None:
     assert plan.user == "root"
     assert "enP2p1s0f1np1:" in plan.content_string
     assert host.run("netplan generate").rc == 0
+
+
+def test_the_renderer_is_named_on_the_cx7_links_only(host) -> None:
+    # a global renderer would move every interface that names none (DGX OS's management
+    # port among them); each CX7 link names networkd (the default) and is optional
+    network = yaml.safe_load(host.file("/etc/netplan/40-cx7.yaml").content_string)["network"]
+    assert "renderer" not in network
+    assert sorted(network["ethernets"]) == sorted(SUBNETS)
+    for netdev, link in network["ethernets"].items():
+        assert link["renderer"] == "networkd", netdev
+        assert link["optional"] is True, netdev
+
+
+@pytest.mark.parametrize("netdev", sorted(SUBNETS))
+def test_networkd_renders_each_half(host, netdev: str) -> None:
+    network = host.file(f"/run/systemd/network/10-netplan-{netdev}.network")
+    assert network.exists
+    assert f"Address={SUBNETS[netdev]}.{_me(host)}/24" in network.content_string
 
 
 def test_emulated_rdma_gid_table_carries_the_ipv4_roce_v2_entry(host) -> None:

@@ -18,17 +18,20 @@ FLOATING = "vllm/vllm-openai:v0.11.0"
 PINNED = f"{FLOATING}@sha256:{'0123456789abcdef' * 4}"
 
 # What each role needs besides the image to pass its other checks on localhost: a model named
-# by hub id (no config.json to read on this host), a key that is no placeholder.
+# by hub id (no config.json to read on this host), a key that is no placeholder, no GPUs
+# (this host's engine cannot give any: test_gpu_container checks that refusal).
 SETTINGS: dict[str, dict[str, Any]] = {
     "vllm_server": {
         "vllm_server_deployment": "container",
         "vllm_server_topology": "single_node",
         "vllm_server_profile": "qwen3_vl_two_sparks",
         "vllm_server_api_key": "unit-test-key-0123456789abcdef",
+        "vllm_server_container_gpus": False,
     },
     "ray_node": {
         "ray_node_deployment": "container",
         "ray_node_nodes": ["localhost", "spark-2"],
+        "ray_node_container_gpus": False,
     },
 }
 IMAGE_VARIABLE = {"vllm_server": "vllm_server_image", "ray_node": "ray_node_image"}

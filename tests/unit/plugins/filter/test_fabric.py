@@ -19,7 +19,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.fabric import (
     fabric_subnet_conflicts,
 )
 
-from .tool_output_samples import ETHTOOL_DOWN, ETHTOOL_UP, IBDEV2NETDEV
+from .tool_output_samples import ETHTOOL_DOWN, ETHTOOL_UP
 
 
 def test_disjoint_subnets_have_no_conflicts() -> None:
@@ -202,9 +202,18 @@ EXPECT = {
         {"netdev": "enP2p1s0f1np1", "peer": "spark-2", "address": "192.168.101.12"},
     ],
 }
+ACTIVE = {"code": 4, "name": "ACTIVE"}
+DOWN = {"code": 1, "name": "DOWN"}
+
+
+def rdma_device(netdev: str, state: dict = ACTIVE, link_layer: str = "Ethernet") -> dict:
+    """One device as ``llmfleet.cluster.rdma_devices`` reports it (the fields judged)."""
+    return {"netdevs": [netdev], "ports": {"1": {"state": state, "link_layer": link_layer}}}
+
+
 RDMA = {
-    "rocep1s0f1": {"netdevs": ["enp1s0f1np1"], "ports": {"1": {"link_layer": "Ethernet"}}},
-    "roceP2p1s0f1": {"netdevs": ["enP2p1s0f1np1"], "ports": {"1": {"link_layer": "Ethernet"}}},
+    "rocep1s0f1": rdma_device("enp1s0f1np1"),
+    "roceP2p1s0f1": rdma_device("enP2p1s0f1np1"),
 }
 
 
@@ -237,17 +246,15 @@ def failed(findings: list[dict]) -> list[str]:
 
 
 def test_healthy_fabric_has_no_failures() -> None:
-    findings = fabric_checks(IBDEV2NETDEV, ethtool_results(), RDMA, pings(), EXPECT)
+    findings = fabric_checks(RDMA, ethtool_results(), pings(), EXPECT)
     assert failed(findings) == []
     assert len(findings) == 2 * 3 + 2  # rdma, link layer, speed per half; a ping per peer
 
 
 def test_a_down_link_is_named_by_every_tool() -> None:
-    text = IBDEV2NETDEV.replace("enP2p1s0f1np1 (Up)", "enP2p1s0f1np1 (Down)")
-    problems = failed(
-        fabric_checks(text, ethtool_results(second=ETHTOOL_DOWN), RDMA, pings(1), EXPECT)
-    )
-    assert "enP2p1s0f1np1: ibdev2netdev shows roceP2p1s0f1 port 1 Down, expected Up" in problems
+    rdma = {**RDMA, "roceP2p1s0f1": rdma_device("enP2p1s0f1np1", DOWN)}
+    problems = failed(fabric_checks(rdma, ethtool_results(second=ETHTOOL_DOWN), pings(1), EXPECT))
+    assert "enP2p1s0f1np1: RDMA device roceP2p1s0f1 port 1 DOWN, expected ACTIVE" in problems
     assert any(
         p.startswith("enP2p1s0f1np1: ethtool shows no speed, link detected no") for p in problems
     )
@@ -259,15 +266,12 @@ def test_a_down_link_is_named_by_every_tool() -> None:
 
 def test_wrong_speed_link_layer_and_missing_peer_address() -> None:
     slow = ETHTOOL_UP.replace("200000Mb/s", "100000Mb/s")
-    rdma = {
-        **RDMA,
-        "rocep1s0f1": {"netdevs": ["enp1s0f1np1"], "ports": {"1": {"link_layer": "InfiniBand"}}},
-    }
+    rdma = {**RDMA, "rocep1s0f1": rdma_device("enp1s0f1np1", link_layer="InfiniBand")}
     expect = {
         **EXPECT,
         "ping_targets": [{"netdev": "enp1s0f1np1", "peer": "spark-3", "address": ""}],
     }
-    problems = failed(fabric_checks(IBDEV2NETDEV, ethtool_results(first=slow), rdma, [], expect))
+    problems = failed(fabric_checks(rdma, ethtool_results(first=slow), [], expect))
     assert any("ethtool shows 100000Mb/s" in p and "expected 200000Mb/s" in p for p in problems)
     assert any("link layer InfiniBand, expected Ethernet" in p for p in problems)
     assert any(
@@ -277,15 +281,35 @@ def test_wrong_speed_link_layer_and_missing_peer_address() -> None:
 
 
 # One check at a time: what fabric_checks combines.
-def test_check_rdma_device() -> None:
-    mapping = {"enp1s0f1np1": {"device": "rocep1s0f1", "port": 1, "state": "Up"}}
-    assert check_rdma_device("enp1s0f1np1", mapping)["ok"] is True
-    missing = check_rdma_device("enP2p1s0f1np1", mapping)
-    assert missing == {
-        "what": "enP2p1s0f1np1 rdma",
-        "ok": False,
-        "msg": "enP2p1s0f1np1: ibdev2netdev lists no RDMA device",
+def test_check_rdma_device_of_an_active_port() -> None:
+    finding = check_rdma_device("enp1s0f1np1", "rocep1s0f1", RDMA["rocep1s0f1"])
+    assert finding == {
+        "what": "enp1s0f1np1 rdma",
+        "ok": True,
+        "msg": "enp1s0f1np1: RDMA device rocep1s0f1 port 1 ACTIVE, expected ACTIVE",
     }
+
+
+def test_check_rdma_device_without_a_device() -> None:
+    missing = check_rdma_device("enP2p1s0f1np1", None, {})
+    assert missing["ok"] is False
+    assert missing["msg"].startswith("enP2p1s0f1np1: no RDMA device backs it")
+    assert "`rdma link`" in missing["msg"]
+
+
+@pytest.mark.parametrize(
+    ("ports", "shown"),
+    [
+        ({"1": {"state": DOWN}}, "port 1 DOWN"),
+        ({"1": {"state": ACTIVE}, "2": {"state": DOWN}}, "port 1 ACTIVE, port 2 DOWN"),
+        ({"1": {"state": None}}, "port 1 unknown"),
+        ({}, "no port"),
+    ],
+)
+def test_check_rdma_device_needs_every_port_active(ports: dict, shown: str) -> None:
+    finding = check_rdma_device("enp1s0f1np1", "rocep1s0f1", {"ports": ports})
+    assert finding["ok"] is False
+    assert finding["msg"] == f"enp1s0f1np1: RDMA device rocep1s0f1 {shown}, expected ACTIVE"
 
 
 def test_check_link_layer_without_a_device() -> None:
@@ -333,7 +357,7 @@ def test_check_ping_of_a_peer_without_an_address_needs_no_result() -> None:
 
 
 def test_findings_come_per_netdev_then_speed_then_ping() -> None:
-    findings = fabric_checks(IBDEV2NETDEV, ethtool_results(), RDMA, pings(), EXPECT)
+    findings = fabric_checks(RDMA, ethtool_results(), pings(), EXPECT)
     assert [f["what"] for f in findings] == [
         "enp1s0f1np1 rdma",
         "enp1s0f1np1 link layer",
@@ -348,7 +372,7 @@ def test_findings_come_per_netdev_then_speed_then_ping() -> None:
 
 def test_expect_without_its_keys_is_refused() -> None:
     with pytest.raises(AnsibleFilterError, match="expect needs netdevs, speed_mbps and mtu"):
-        fabric_checks(IBDEV2NETDEV, [], RDMA, [], {"netdevs": []})
+        fabric_checks(RDMA, [], [], {"netdevs": []})
 
 
 # Three Sparks as the lab's facts show them: spark-2's second half has MTU 1500, spark-3's
