@@ -54,8 +54,45 @@ def macos_swap(stdout):
     }
 
 
+PYTHON_VERSION = re.compile(r"^\s*\(?\s*(?P<major>\d+)\s*[,.]\s*(?P<minor>\d+)\s*\)?\s*$")
+
+
+def python_version_problems(result, minimum, host, variable, value):
+    """What ``<python> -c 'import sys; print(sys.version_info[:2])'`` (``result``: the
+    command's registered result) says against ``minimum`` (``"3.10"``): [] when the
+    interpreter runs and is recent enough, else one sentence with the host, the variable, its
+    value, what was found and what is expected, and how to get such a Python on a Mac."""
+    wanted = tuple(int(part) for part in str(minimum).split("."))
+    how = (
+        f"set {variable} to a Python {minimum} or newer, e.g. Homebrew's (`brew install"
+        " python@3.12`, then /opt/homebrew/bin/python3.12) or uv's (`uv python install 3.12`,"
+        " then the path `uv python find 3.12` prints); the Xcode command line tools' python3"
+        " is 3.9"
+    )
+    result = result if isinstance(result, dict) else {}
+    lines = str(result.get("stdout", "")).strip().splitlines()
+    match = PYTHON_VERSION.match(lines[-1]) if lines else None
+    if result.get("rc") != 0 or not match:
+        said = " ".join(str(result.get("stderr") or result.get("msg") or "no output").split())[:200]
+        return [
+            f"{host}: {variable} is {value!r}, which did not run there ({said}); expected a"
+            f" Python {minimum} or newer for vllm-mlx: {how}"
+        ]
+    found = (int(match["major"]), int(match["minor"]))
+    if found < wanted:
+        return [
+            f"{host}: {variable} is {value!r}, Python {found[0]}.{found[1]} there; vllm-mlx needs"
+            f" Python {minimum} or newer: {how}"
+        ]
+    return []
+
+
 class FilterModule:
     """Parsers of macOS tool output."""
 
     def filters(self):
-        return {"launchd_job": launchd_job, "macos_swap": macos_swap}
+        return {
+            "launchd_job": launchd_job,
+            "macos_swap": macos_swap,
+            "python_version_problems": python_version_problems,
+        }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import posixpath
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -31,6 +33,9 @@ PROFILE_SPECIAL = (
     "env",
     "model_config",
     "checkpoint_bytes",
+    "python_files",
+    "python_packages",
+    "ray_env",
 )
 PROFILE_KEYS = PROFILE_SPECIAL[:1] + PROFILE_OPTIONS + PROFILE_SPECIAL[1:]
 
@@ -69,6 +74,12 @@ POSITIVE_INTEGERS = {
     "max_num_batched_tokens": ("tokens", "e.g. 8192"),
 }
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+PYTHON_MODULE_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.py$")
+# A distribution name (PEP 508's) and at most one version bound of the kinds a profile needs.
+REQUIREMENT = re.compile(
+    r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)"
+    r"\s*(?:(?P<op>==|>=|<=)\s*(?P<version>[0-9][0-9A-Za-z.+!-]*))?$"
+)
 
 
 def _empty(value):
@@ -86,7 +97,7 @@ def _check_profile(profile):
         )
     if _empty(profile.get("model")):
         raise AnsibleFilterError("vLLM profile has no 'model' (a Hugging Face id or a local path)")
-    for key in ("generation_config", "args", "env", "model_config"):
+    for key in ("generation_config", "args", "env", "model_config", "python_files", "ray_env"):
         if not isinstance(profile.get(key) or {}, dict):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
     check_values(profile)
@@ -141,6 +152,42 @@ def check_values(profile):
         if str(key) == "VLLM_API_KEY":
             raise AnsibleFilterError(
                 "vLLM profile env sets VLLM_API_KEY: set llmfleet_api_key (vaulted) instead"
+            )
+    _check_python(profile)
+
+
+def _check_python(profile):
+    """The profile's Ray environment, Python files and packages."""
+    for key in profile.get("ray_env") or {}:
+        if not re.match(r"^RAY_[A-Za-z0-9_]+$", str(key)):
+            raise AnsibleFilterError(
+                f"vLLM profile ray_env has {key!r}; expected Ray's own variables (RAY_...), which"
+                " `ray start` reads on every node (vLLM's go under 'env')"
+            )
+    for name, source in (profile.get("python_files") or {}).items():
+        if not PYTHON_MODULE_FILE.match(str(name)):
+            raise AnsibleFilterError(
+                f"vLLM profile python_files has {name!r}; expected a module's file name"
+                " (e.g. sitecustomize.py), installed where the serving Python imports it"
+            )
+        if not isinstance(source, str) or not source.strip():
+            raise AnsibleFilterError(
+                f"vLLM profile python_files[{name!r}] is {source!r}; expected the file to install:"
+                " a file of the role's files/python/ (e.g. gb10_cudnn_conv3d.py) or an absolute"
+                " path on the controller"
+            )
+    packages = profile.get("python_packages") or []
+    if not isinstance(packages, list):
+        raise AnsibleFilterError(
+            f"vLLM profile python_packages is {packages!r}; expected a list of pip requirements"
+            " (e.g. ['qwen-vl-utils==0.0.14'])"
+        )
+    for requirement in packages:
+        if parse_requirement(requirement) is None:
+            raise AnsibleFilterError(
+                f"vLLM profile python_packages has {requirement!r}; expected a pip requirement"
+                " (a distribution name, optionally with one ==, >= or <= version, e.g."
+                " qwen-vl-utils==0.0.14), never a pip option"
             )
 
 
@@ -245,8 +292,121 @@ def smoke_failures(results, base_url=""):
     return failures
 
 
+def parse_requirement(requirement):
+    """``'qwen-vl-utils==0.0.14'`` -> ``('qwen-vl-utils', '==', '0.0.14')``; a name alone ->
+    ``(name, None, None)``; anything else (pip options, URLs, markers) -> None."""
+    if not isinstance(requirement, str):
+        return None
+    match = REQUIREMENT.match(requirement.strip())
+    if not match:
+        return None
+    return match["name"], match["op"], match["version"]
+
+
+def _normalized(name):
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def _version_key(version):
+    """A version's release numbers for ordering (``'0.0.14'`` -> (0, 0, 14)); what follows
+    the first part that is not a number is ignored."""
+    key = []
+    for part in str(version).split("+")[0].split("."):
+        digits = re.match(r"^\d+", part)
+        if not digits:
+            break
+        key.append(int(digits.group()))
+        if digits.group() != part:
+            break
+    while key and key[-1] == 0:
+        key.pop()
+    return tuple(key)
+
+
+def vllm_python_files(contents, host_dir, target_dir):
+    """The profile's Python files (``contents``: file name -> text) as the role installs
+    them: each is written on the host to ``host_dir``/<stem>-<12 hex of its sha256>.py and
+    mounted read-only at ``target_dir``/<name> (the directory the container's Python imports
+    it from). The content in the file's name makes a change of content a change of the
+    mount, so the container engine recreates the container with the new file (a single file
+    mounted from the host keeps showing the file it was created with after it is replaced)."""
+    if not isinstance(contents, dict):
+        raise AnsibleFilterError("vllm_python_files expects a mapping of file names to their text")
+    files = []
+    for name in sorted(contents):
+        text = contents[name]
+        if not PYTHON_MODULE_FILE.match(str(name)) or not isinstance(text, str):
+            raise AnsibleFilterError(
+                f"vllm_python_files: {name!r} is not a module file name with text"
+            )
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        host_path = posixpath.join(host_dir, f"{name[:-3]}-{digest}.py")
+        target = posixpath.join(target_dir, name)
+        files.append(
+            {
+                "name": name,
+                "content": text,
+                "path": host_path,
+                "target": target,
+                "mount": f"{host_path}:{target}:ro",
+            }
+        )
+    return files
+
+
+def python_package_names(requirements):
+    """The distribution names of pip requirements (what role vllm_server asks the serving
+    Python about)."""
+    names = []
+    for requirement in requirements or []:
+        parsed = parse_requirement(requirement)
+        if parsed is None:
+            raise AnsibleFilterError(f"{requirement!r} is not a pip requirement")
+        names.append(parsed[0])
+    return names
+
+
+def python_package_problems(report, requirements, where):
+    """What the serving Python's report says is missing from ``where`` (the image or the
+    virtualenv) for ``requirements``: one sentence per requirement that is not installed, or
+    not at a version it accepts. ``report`` is a JSON mapping of distribution names to their
+    installed version (null where none), as role vllm_server's __vllm_server_package_report
+    prints it: its stdout, or the mapping."""
+    if isinstance(report, str):
+        try:
+            report = json.loads(report.strip().splitlines()[-1]) if report.strip() else None
+        except ValueError:
+            report = None
+    if not isinstance(report, dict):
+        return [f"{where}: its Python did not say which packages it has (no python3 there?)"]
+    installed = {_normalized(name): version for name, version in report.items()}
+    problems = []
+    for requirement in requirements or []:
+        parsed = parse_requirement(requirement)
+        if parsed is None:
+            raise AnsibleFilterError(f"{requirement!r} is not a pip requirement")
+        name, op, version = parsed
+        found = installed.get(_normalized(name))
+        if found is None:
+            problems.append(f"{where} lacks {name} (the profile requires {requirement})")
+            continue
+        if op is None:
+            continue
+        have, want = _version_key(found), _version_key(version)
+        fits = {"==": have == want, ">=": have >= want, "<=": have <= want}[op]
+        if not fits:
+            problems.append(f"{where} has {name} {found}; the profile requires {requirement}")
+    return problems
+
+
 class FilterModule:
     """vLLM launch filters."""
 
     def filters(self):
-        return {"vllm_serve_config": vllm_serve_config, "smoke_failures": smoke_failures}
+        return {
+            "vllm_serve_config": vllm_serve_config,
+            "smoke_failures": smoke_failures,
+            "vllm_python_files": vllm_python_files,
+            "python_package_names": python_package_names,
+            "python_package_problems": python_package_problems,
+        }

@@ -8,6 +8,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.macos import (
     FilterModule,
     launchd_job,
     macos_swap,
+    python_version_problems,
 )
 
 LABEL = "com.llmfleet.vllm-mlx"
@@ -67,4 +68,39 @@ def test_swap_usage_that_is_not_one_names_what_it_read() -> None:
 
 
 def test_the_filters_are_registered() -> None:
-    assert set(FilterModule().filters()) == {"launchd_job", "macos_swap"}
+    assert set(FilterModule().filters()) == {"launchd_job", "macos_swap", "python_version_problems"}
+
+
+def ran(stdout: str, rc: int = 0, stderr: str = "") -> dict:
+    return {"rc": rc, "stdout": stdout, "stderr": stderr}
+
+
+@pytest.mark.parametrize("stdout", ["(3, 12)\n", "(3, 10)", "3.13"])
+def test_a_recent_python_passes(stdout: str) -> None:
+    assert python_version_problems(ran(stdout), "3.10", "mac", "mlx_server_python", "x") == []
+
+
+def test_the_command_line_tools_python_is_refused_with_how_to_get_another() -> None:
+    [problem] = python_version_problems(
+        ran("(3, 9)\n"), "3.10", "mac-studio-1", "mlx_server_python", "python3"
+    )
+    assert problem.startswith("mac-studio-1: mlx_server_python is 'python3', Python 3.9 there;")
+    assert "Python 3.10 or newer" in problem
+    assert "brew install python@3.12" in problem and "uv python install 3.12" in problem
+
+
+@pytest.mark.parametrize(
+    ("result", "said"),
+    [
+        (ran("", 127, "/bin/sh: python3.12: command not found"), "command not found"),
+        ({"rc": 2, "msg": "[Errno 2] No such file or directory"}, "No such file"),
+        (ran("Python 3.12.1"), "no output"),
+    ],
+)
+def test_a_python_that_does_not_run_is_refused(result: dict, said: str) -> None:
+    [problem] = python_version_problems(result, "3.10", "mac", "mlx_server_python", "py")
+    assert "did not run there" in problem and said in problem
+
+
+def test_the_version_filter_is_registered() -> None:
+    assert FilterModule().filters()["python_version_problems"] is python_version_problems
