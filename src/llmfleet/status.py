@@ -100,6 +100,10 @@ def vllm_text(document: dict[str, Any]) -> str:
     vllm, node = document["vllm"], document["node"]
     layout, probe = node["layout"], node.get("probe")
     if layout is None:
+        ray = document.get("ray")
+        if vllm.get("executor") == "ray" and ray and ray.get("head"):
+            where = f"Ray container {ray['container']}" if ray.get("container") else "Ray"
+            return f"Ray executor's worker: ranks in {where} (API on {ray['head']})"
         return _colour(None, "not configured")
     if not vllm["serves_api"]:
         return "headless rank {} (API on {})".format(layout["node_rank"], layout["master_addr"])
@@ -149,12 +153,18 @@ def layout_text(document: dict[str, Any]) -> str:
     layout = document["node"]["layout"]
     if layout is None:
         return "-"
-    return "TP {} x PP {}, rank {} of {} node(s), max_model_len {}".format(
-        layout["tensor_parallel_size"],
-        layout["pipeline_parallel_size"],
-        layout["node_rank"],
-        layout["nnodes"],
-        layout["max_model_len"] if layout["max_model_len"] is not None else "model's",
+    max_model_len = layout["max_model_len"] if layout["max_model_len"] is not None else "model's"
+    parallel = "TP {} x PP {}".format(layout["tensor_parallel_size"], layout["pipeline_parallel_size"])
+    if layout.get("distributed_executor_backend") == "ray":
+        ray = document.get("ray") or {}
+        where = (
+            f"vLLM in the Ray head container {ray['container']}"
+            if document["vllm"].get("deployment") == "container" and ray.get("container")
+            else "vLLM beside the Ray head"
+        )
+        return f"{parallel} over Ray's nodes ({where}), max_model_len {max_model_len}"
+    return "{}, rank {} of {} node(s), max_model_len {}".format(
+        parallel, layout["node_rank"], layout["nnodes"], max_model_len
     )
 
 

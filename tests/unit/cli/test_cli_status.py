@@ -102,6 +102,23 @@ def test_a_column_per_host_with_the_head_serving_and_the_other_rank_headless(scr
     assert "Last benchmark (2026-11-24T10:00:00Z): c1: 32 ok, 0 errors" in out
 
 
+def test_vllm_in_the_ray_head_container_and_a_node_with_ray_workers_only(screen: Any) -> None:
+    ray = {"ok": True, "nodes": "2", "expected": "2", "head": "spark-1", "deployment": "container",
+           "container": "llmfleet-ray", "error": None}  # fmt: skip
+    head = document("spark-1", 0)
+    head["node"]["layout"] |= {"nnodes": None, "distributed_executor_backend": "ray"}
+    worker = document("spark-2", 1, layout=None)
+    for doc in (head, worker):
+        doc["ray"] = ray
+        doc["vllm"] |= {"executor": "ray", "deployment": "container"}
+    result = screen({"spark-1": head, "spark-2": worker}, [])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "TP 2 x PP 1 over Ray's nodes (vLLM in the Ray head container llmfleet-ray)" in out
+    assert "Ray executor's worker: ranks in Ray container llmfleet-ray (API on spark-1)" in out
+    assert "not configured" not in out
+
+
 def test_an_unreachable_host_shows_why_and_the_json_has_everything(screen: Any) -> None:
     failures = [Failure(host="spark-2", task="Gathering", msg="ssh: connect timed out",
                         unreachable=True)]  # fmt: skip
