@@ -154,7 +154,9 @@ def layout_text(document: dict[str, Any]) -> str:
     if layout is None:
         return "-"
     max_model_len = layout["max_model_len"] if layout["max_model_len"] is not None else "model's"
-    parallel = "TP {} x PP {}".format(layout["tensor_parallel_size"], layout["pipeline_parallel_size"])
+    parallel = "TP {} x PP {}".format(
+        layout["tensor_parallel_size"], layout["pipeline_parallel_size"]
+    )
     if layout.get("distributed_executor_backend") == "ray":
         ray = document.get("ray") or {}
         where = (
