@@ -243,7 +243,7 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
             " errors like `OSError: [Errno 24] Too many open files`. Consider increasing\n"
             "(Worker pid=1) ERROR [core.py:1512] RuntimeError: Worker failed with error"
             " 'CppCompileError: C++ compile error'\n"
-            "(Worker pid=1)   warnings.warn(f\"Can't find Python.h in /usr/include\")\n",
+            '(Worker pid=1)   warnings.warn(f"Can\'t find Python.h in /usr/include")\n',
             "RuntimeError: Worker failed with error 'CppCompileError: C++ compile error'",
         ),
         ("", ""),

@@ -49,7 +49,6 @@ def wire_format() -> str | None:
     return parser
 
 
-
 class ScriptedReplies(LogitsProcessor):
     def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool):
         folder = Path(vllm_config.model_config.tokenizer)
