@@ -178,7 +178,7 @@ class Lab:
             return []
 
 
-def _reboot(*nodes: str) -> Callable[[Lab], float]:
+def reboot(*nodes: str) -> Callable[[Lab], float]:
     def inject(lab: Lab) -> float:
         for node in nodes:
             podman.run("restart", "--time", "10", lab.container(node), timeout=180)
@@ -251,9 +251,9 @@ class Case:
 
 
 CASES: tuple[Case, ...] = (
-    Case("reboot_rank_1", "spark-2 (rank 1) rebooted, its links cabled again", _reboot("spark-2")),
-    Case("reboot_rank_0", "spark-1 (rank 0) rebooted, its links cabled again", _reboot("spark-1")),
-    Case("reboot_all", "both nodes rebooted at once", _reboot("spark-1", "spark-2")),
+    Case("reboot_rank_1", "spark-2 (rank 1) rebooted, its links cabled again", reboot("spark-2")),
+    Case("reboot_rank_0", "spark-1 (rank 0) rebooted, its links cabled again", reboot("spark-1")),
+    Case("reboot_all", "both nodes rebooted at once", reboot("spark-1", "spark-2")),
     Case("sigkill_rank_1", "rank 1's vLLM killed (SIGKILL)", _sigkill_rank_1),
     Case(
         "wedged_rank_0",

@@ -1,0 +1,105 @@
+"""The lab on the path the Spark sample renders (inventory/sparks): Ray in a container on
+every node (the node's Docker, its environment given at creation), vLLM started inside the
+Ray head container with vLLM's Ray executor, tensor parallel 2 across spark-1 and spark-2
+(`-e @inventory/lab_paths/ray_container.yml`; the lab's platform plugin gives vLLM's CPU
+build Ray's GPU key, src/llmfleet/lab/assets/image/ray-platform).
+
+On the served lab, after the upgrade tests (vLLM in containers already): the switch serves,
+a second run with the utilization-based memory check changes nothing (Ray's workers hold
+rank 1's memory on spark-2, where no vLLM runs), and a reboot of spark-2 heals by itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+import yaml
+from rich.console import Console
+
+from llmfleet.lab import faults
+
+from .conftest import Lab, changed_counts, run_up
+from .test_lab_operate import status
+
+RAY_PATH = ("-e", "@inventory/lab_paths/ray_container.yml")
+KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
+
+
+def chat(lab: Lab) -> dict:
+    body = json.dumps(
+        {"model": "llmfleet-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    )
+    return json.loads(
+        lab.out(
+            "spark-1",
+            f"curl -sf -H 'Authorization: Bearer {KEY}' -H 'Content-Type: application/json'"
+            f" -d '{body}' http://127.0.0.1:8000/v1/chat/completions",
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def on_the_ray_path(lab: Lab, site) -> None:
+    up = run_up(lab, *RAY_PATH)
+    assert up.returncode == 0, up.stdout[-6000:]
+
+
+def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(
+    lab: Lab, on_the_ray_path
+) -> None:
+    config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
+    assert config["distributed-executor-backend"] == "ray", config
+    assert config["tensor-parallel-size"] == 2, config
+    # spark-1: `vllm serve` runs in the Ray head container (a process of its PID namespace).
+    head = lab.out("spark-1", "docker exec llmfleet-ray ps -eo args")
+    assert "vllm serve --config" in head, head
+    assert "ray start --block" in head and "--head" in head, head
+    # spark-2 runs no vLLM of its own: rank 1 is a worker of Ray's, in its Ray container.
+    worker = lab.out("spark-2", "docker exec llmfleet-ray ps -eo args")
+    assert "vllm serve" not in worker and "RayWorkerProc" in worker, worker
+    assert lab.sh("spark-2", "systemctl is-active llmfleet-vllm", check=False).returncode != 0
+    # The environment is given at creation, as the sample renders it: Gloo over the fabric
+    # link, Ray's token, one GPU declared per node (Ray cannot detect the emulated GB10).
+    for node in ("spark-1", "spark-2"):
+        created = json.loads(lab.out(node, "docker inspect llmfleet-ray"))[0]
+        env = dict(item.split("=", 1) for item in created["Config"]["Env"])
+        assert env.get("GLOO_SOCKET_IFNAME") == "enp1s0f1np1", env
+        assert env.get("RAY_AUTH_MODE") == "token", env
+        assert "--num-gpus" in created["Args"], created["Args"]
+    resources = lab.out(
+        "spark-1",
+        "docker exec llmfleet-ray python3 -c 'import ray; ray.init(); "
+        'print(ray.cluster_resources().get("GPU"))\'',
+    )
+    assert resources.strip().splitlines()[-1] == "2.0", resources
+    assert chat(lab)["choices"], "no answer"
+
+    hosts = status(lab, *RAY_PATH)["hosts"]
+    head_layout = hosts["spark-1"]["node"]["layout"]
+    assert head_layout["distributed_executor_backend"] == "ray", head_layout
+    assert hosts["spark-2"]["ray"]["container"] == "llmfleet-ray", hosts["spark-2"]["ray"]
+
+
+def test_a_second_run_on_the_ray_path_changes_nothing(lab: Lab, on_the_ray_path) -> None:
+    # With the utilization check of the lab inventory (0.7 of the node's memory): Ray's
+    # workers of this cluster hold rank 1's share on spark-2, where no vLLM runs.
+    again = run_up(lab, *RAY_PATH)
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
+
+
+def test_a_reboot_of_the_ray_worker_node_heals_by_itself(lab: Lab, on_the_ray_path) -> None:
+    # spark-2 reboots: its Ray container comes back with Docker, the engine on spark-1 lost
+    # its rank 1 and is restarted; no person, no 500 once the heal began.
+    fault_lab = faults.Lab(lab.name, Console())
+    case = faults.Case(
+        "reboot_ray_worker", "spark-2 (Ray's rank 1) rebooted", faults.reboot("spark-2"), 240
+    )
+    result = faults.measure(fault_lab, case)
+    print(json.dumps(asdict(result), indent=1))
+    assert result.within_bound, result
+    assert result.http_500_after_heal == 0, result
+    assert result.heals, result
+    assert chat(lab)["choices"], "no answer"
