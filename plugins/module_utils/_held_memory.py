@@ -68,7 +68,7 @@ def with_descendants(roots, processes):
     pids = set(roots)
     grew = True
     while grew:
-        children = {pid for pid, (parent, _) in processes.items() if parent in pids} - pids
+        children = {pid for pid, entry in processes.items() if entry[0] in pids} - pids
         grew = bool(children)
         pids |= children
     return sorted(pids)
@@ -78,7 +78,7 @@ def held_pids(cmdline, proc="/proc", processes=None):
     """PIDs whose command line contains ``cmdline``, with all their descendants."""
     if processes is None:
         processes = read_processes(proc)
-    roots = [pid for pid, (_, command) in processes.items() if cmdline in command]
+    roots = [pid for pid, entry in processes.items() if cmdline in entry[1]]
     return with_descendants(roots, processes)
 
 
@@ -199,4 +199,4 @@ def add_held(gpus, holders, compute_apps, proc="/proc"):
                     pss[index] = pss_bytes(holder["pids"], proc)
                 held += pss[index]
             gpu["held_by"].append((holder["name"], held))
-        gpu["held"] = sum(held for _, held in gpu["held_by"])
+        gpu["held"] = sum(entry[1] for entry in gpu["held_by"])
