@@ -22,11 +22,12 @@ start-up check) reports, so after a 115 GB model was read from disk vLLM sees ab
 available; the reclaimable page cache is what ``sync; echo 3 >
 /proc/sys/vm/drop_caches`` would give back.
 
-Memory our own processes hold (``held_by``, ``_held_memory``) counts as free for the
-fit check (``_vllm_memory_fit``). With ``reclaim_cache_when_held`` the reclaimable
-page cache of a unified-memory GPU counts too while our vLLM holds memory there: the
-caller drops it just before that vLLM restarts (``drop_cache_before_restart`` in the
-result says the fit needs it).
+Memory our own processes hold (our vLLM by its command line, ``held_by``; under the Ray
+executor the Ray workers of our Ray node, ``held_by_ray_node``; see ``_held_memory``)
+counts as free for the fit check (``_vllm_memory_fit``). With ``reclaim_cache_when_held``
+the reclaimable page cache of a unified-memory GPU counts too while our vLLM holds memory
+there: the caller drops it just before that vLLM restarts (``drop_cache_before_restart``
+in the result says the fit needs it).
 
 Sizes are bytes inside, GiB (2**30) rounded to 2 decimals in results.
 """
@@ -35,7 +36,8 @@ from __future__ import annotations
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils._held_memory import (
     add_held,
-    held_pids,
+    all_pids,
+    find_holders,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import (
     is_unified_name,
@@ -55,6 +57,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._nvidia_query imp
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._vllm_memory_fit import (
     fit_check,
+    held_by_text,
     validate_fit_args,
 )
 
@@ -197,12 +200,24 @@ def public_gpu(gpu):
         "source": gpu["source"],
         "required_gib": to_gib(gpu.get("required")),
         "held_gib": to_gib(gpu.get("held") or 0),
+        "held_by": [
+            {"name": name, "held_gib": to_gib(held)} for name, held in gpu.get("held_by", [])
+        ],
         "fits": gpu.get("fits"),
         "cache_needed": gpu.get("cache_needed", False),
     }
 
 
-def _summary(gpus, source):
+def _held_summary(gpu, by_holder):
+    if not gpu.get("held"):
+        return ""
+    text = " + {0:.2f} GiB our vLLM holds".format(gpu["held"] / GIB)
+    if by_holder:
+        text += " ({0})".format(held_by_text(gpu))
+    return text
+
+
+def _summary(gpus, source, by_holder=False):
     described = ", ".join(
         "GPU {0} {1} {2:.2f}/{3:.2f} GiB free{4}{5}".format(
             g["index"],
@@ -210,7 +225,7 @@ def _summary(gpus, source):
             g["free"] / GIB,
             g["total"] / GIB,
             " (unified memory)" if g["unified_memory"] else "",
-            " + {0:.2f} GiB our vLLM holds".format(g["held"] / GIB) if g.get("held") else "",
+            _held_summary(g, by_holder),
         )
         for g in gpus
     )
@@ -232,10 +247,15 @@ def gather(
     gpu_memory_utilization=None,
     unified_free="MemFree",
     held_by=None,
+    held_by_ray_node=None,
+    which=None,
     proc="/proc",
     reclaim_cache_when_held=False,
 ):
     """The module's result, without ``changed``.
+
+    ``held_by_ray_node`` (``{unit}`` or ``{container, engine}``) needs ``run`` and
+    ``which(name)`` (an executable's path, or None) to find the node's first process.
 
     ``failed`` is set when a fit check fails; GpuMemoryError is raised for the
     other failures. A host without GPU gives ``gpu_count: 0`` and no failure
@@ -269,12 +289,14 @@ def gather(
     entries, page_cache = gpu_entries(
         rows, source, lambda: read_meminfo(meminfo_path), unified_free
     )
-    pids = held_pids(held_by, proc) if held_by else []
+    holders = find_holders(held_by, held_by_ray_node, run, which, proc)
+    pids = all_pids(holders)
     result["held_pids"] = pids
+    result["holders"] = holders
     if pids:
-        discrete = [g for g in entries if not g["unified_memory"]]
-        apps = query_compute_apps(run, nvidia_smi_path) if discrete and nvidia_smi_path else {}
-        add_held(entries, pids, apps, proc)
+        # What CUDA allocated, unified memory included (there it is in no process's PSS).
+        apps = query_compute_apps(run, nvidia_smi_path) if nvidia_smi_path else {}
+        add_held(entries, holders, apps, proc)
     misfits = fit_check(entries, required_gib, gpu_memory_utilization, reclaim_cache_when_held)
     checked = [g["fits"] for g in entries if g["fits"] is not None]
     cache_needed = any(g["cache_needed"] for g in entries)
@@ -285,16 +307,30 @@ def gather(
         page_cache_gib=to_gib(page_cache),
         drop_cache_before_restart=cache_needed,
     )
+    by_holder = bool(held_by_ray_node)
     if misfits:
         result["failed"] = True
-        result["msg"] = " | ".join(misfits)
+        result["msg"] = " | ".join(misfits) + _nothing_held(holders)
     elif cache_needed:
         result["msg"] = (
             "{0}; every GPU has the memory asked for once {1:.2f} GiB of page cache is dropped"
-            " before our vLLM restarts".format(_summary(entries, source), page_cache / GIB)
+            " before our vLLM restarts".format(
+                _summary(entries, source, by_holder), page_cache / GIB
+            )
         )
     elif checked:
-        result["msg"] = "{0}; every GPU has the memory asked for".format(_summary(entries, source))
+        result["msg"] = "{0}; every GPU has the memory asked for".format(
+            _summary(entries, source, by_holder)
+        )
     else:
-        result["msg"] = _summary(entries, source)
+        result["msg"] = _summary(entries, source, by_holder)
     return result
+
+
+def _nothing_held(holders):
+    """Why nothing of ours was counted, when something was looked for and nothing found."""
+    if not holders or all_pids(holders):
+        return ""
+    return "; nothing of ours holds memory here ({0})".format(
+        "; ".join(holder["why"] for holder in holders)
+    )

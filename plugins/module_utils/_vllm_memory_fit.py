@@ -47,6 +47,22 @@ def required_bytes(total, required_gib=None, gpu_memory_utilization=None):
     return max(needs, key=lambda need: need[0])
 
 
+def held_by_text(gpu):
+    """Who holds what on ``gpu``: ``NAME: 1.20 GiB, NAME: 0.50 GiB``."""
+    return ", ".join(
+        "{0}: {1:.2f} GiB".format(name, held / GIB) for name, held in gpu.get("held_by", [])
+    )
+
+
+def _held_text(gpu, held):
+    if not held:
+        return ""
+    by = held_by_text(gpu)
+    return " plus {0:.2f} GiB our vLLM holds until it restarts{1}".format(
+        held / GIB, " ({0})".format(by) if by else ""
+    )
+
+
 def misfit_message(gpu, need, rule, gpu_memory_utilization=None):
     """One GPU that does not fit, with the numbers, in vLLM's own shape."""
     total = to_gib(gpu["total"])
@@ -64,7 +80,7 @@ def misfit_message(gpu, need, rule, gpu_memory_utilization=None):
         gpu["name"],
         gpu["free"] / GIB,
         total,
-        " plus {0:.2f} GiB our vLLM holds until it restarts".format(held / GIB) if held else "",
+        _held_text(gpu, held),
         needs,
     )
     cache = gpu.get("page_cache")

@@ -82,25 +82,8 @@ options:
       - Fail the task when no NVIDIA GPU is found.
     type: bool
     default: false
-  held_by:
-    description:
-      - Part of the command line of processes whose memory is released before vLLM starts (our
-        own running vLLM, which is about to be restarted, e.g.
-        V(vllm serve --config /etc/llmfleet/vllm/serve.yaml)). They and their descendants count
-        as free for the check; RV(held_pids) lists them and each GPU's C(held_gib) what they hold
-        there.
-      - On unified memory that is their proportional set size (C(Pss) in
-        C(/proc/PID/smaps_rollup)); on a GPU with memory of its own, what
-        C(nvidia-smi --query-compute-apps) reports for their PIDs.
-    type: str
-  reclaim_cache_when_held:
-    description:
-      - On a unified-memory GPU where the processes of O(held_by) hold memory, count the
-        reclaimable page cache as available too, because the caller drops it just before that vLLM
-        restarts. RV(drop_cache_before_restart) says when the fit depends on it.
-    type: bool
-    default: false
 extends_documentation_fragment:
+  - llmfleet.cluster.held_memory
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -163,6 +146,15 @@ EXAMPLES = r"""
         gpu_memory_utilization: "{{ vllm_gpu_memory_utilization }}"
         fail_on_no_gpu: true
 
+- name: Check a Spark of a serving Ray cluster, counting what vLLM and its Ray workers hold
+  llmfleet.cluster.cuda_free_memory:
+    gpu_memory_utilization: 0.82
+    held_by: vllm serve --config /etc/llmfleet/vllm/serve.yaml
+    held_by_ray_node:
+      container: llmfleet-ray
+      engine: docker
+    reclaim_cache_when_held: true
+
 - name: Need 40 GiB free on GPUs 0 and 1, reading nvidia-smi only
   llmfleet.cluster.cuda_free_memory:
     gpus: [0, 1]
@@ -220,11 +212,22 @@ drop_cache_before_restart:
   type: bool
   sample: false
 held_pids:
-  description: The processes O(held_by) matched, with their descendants (empty without it).
+  description:
+    - The processes O(held_by) matched, with their descendants, and the busy Ray workers of
+      O(held_by_ray_node) with theirs (empty without either).
   returned: when a GPU was found
   type: list
   elements: int
   sample: [4121, 4188, 4190]
+holders:
+  description:
+    - One entry per holder looked for (O(held_by), then O(held_by_ray_node)), empty without
+      either - C(name) as messages say it, C(pids) its processes counted (each process for the
+      first holder that has it), C(why) it has none (not running, no busy Ray worker) or null.
+  returned: when a GPU was found
+  type: list
+  elements: dict
+  sample: [{name: Ray workers of container llmfleet-ray, pids: [5120, 5188], why: null}]
 page_cache_gib:
   description:
     - Reclaimable page cache of the host in GiB (C(Cached - Shmem) from C(/proc/meminfo)), what
@@ -324,11 +327,17 @@ gpus:
       returned: always
       sample: 71.68
     held_gib:
-      description: What the processes of O(held_by) hold on this GPU, counted as free by the
-        check (0 without O(held_by)).
+      description: What the processes of O(held_by) and O(held_by_ray_node) hold on this GPU,
+        counted as free by the check (0 without either).
       type: float
       returned: always
       sample: 2.41
+    held_by:
+      description: RV(gpus[].held_gib) by holder (RV(holders)), those that have a process.
+      type: list
+      elements: dict
+      returned: always
+      sample: [{name: "vllm serve --config /etc/llmfleet/vllm/serve.yaml", held_gib: 2.41}]
     fits:
       description: Whether free memory plus RV(gpus[].held_gib) (plus the page cache, see
         RV(gpus[].cache_needed)) is at least RV(gpus[].required_gib); null when nothing was asked.
@@ -349,6 +358,9 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._gpu_memory impor
     METHODS,
     GpuMemoryError,
     gather,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._held_memory import (  # noqa: E402
+    CONTAINER_ENGINES,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import (  # noqa: E402
     UNIFIED_FREE_FIELDS,
@@ -374,6 +386,16 @@ ARGUMENT_SPEC = {
     },
     "fail_on_no_gpu": {"type": "bool", "default": False},
     "held_by": {"type": "str"},
+    "held_by_ray_node": {
+        "type": "dict",
+        "options": {
+            "unit": {"type": "str"},
+            "container": {"type": "str"},
+            "engine": {"type": "str", "choices": list(CONTAINER_ENGINES), "default": "docker"},
+        },
+        "mutually_exclusive": [["unit", "container"]],
+        "required_one_of": [["unit", "container"]],
+    },
     "reclaim_cache_when_held": {"type": "bool", "default": False},
 }
 
@@ -400,6 +422,8 @@ def main():
             gpu_memory_utilization=params["gpu_memory_utilization"],
             unified_free=params["unified_memory_free"],
             held_by=params["held_by"],
+            held_by_ray_node=params["held_by_ray_node"],
+            which=module.get_bin_path,
             reclaim_cache_when_held=params["reclaim_cache_when_held"],
         )
     except GpuMemoryError as error:

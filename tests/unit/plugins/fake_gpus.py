@@ -8,7 +8,11 @@
   ``--format=csv,noheader,nounits`` shape and refuses any other arguments.
 * ``MEMINFO_GB10_*`` are /proc/meminfo files of a DGX Spark (119.67 GiB) right after a
   115 GB model was read (page cache full) and after ``echo 3 > drop_caches``.
-* ``fake_proc`` writes a /proc of processes (``VLLM_PROCS``: a vLLM and its children).
+* ``fake_proc`` writes a /proc of processes (``VLLM_PROCS``: a vLLM and its children;
+  ``SPARK_1_RAY_PROCS``/``SPARK_2_RAY_PROCS``: the two Sparks of a cluster serving on the
+  Ray executor, ``OTHER_RAY_CLUSTER``: someone else's Ray on the same host).
+* ``MEMINFO_SPARK_2_SERVING``/``SMI_APPS_SPARK_2``: what such a serving rank 1 reports.
+* ``commands`` answers several commands (nvidia-smi, systemctl, docker) by their argv.
 """
 
 from __future__ import annotations
@@ -244,6 +248,23 @@ def runner(stdout: str, rc: int = 0, stderr: str = "") -> Any:
     return run
 
 
+def commands(answers: dict[str, tuple[int, str, str] | str]) -> Any:
+    """A ``run(argv)`` that answers the first key found in the joined argv (``rc 127``
+    when none is); a plain string answer is stdout with rc 0. Records its argv."""
+    seen: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        seen.append(list(argv))
+        joined = " ".join(argv)
+        for key, answer in answers.items():
+            if key in joined:
+                return (0, answer, "") if isinstance(answer, str) else answer
+        return 127, "", "not scripted: " + joined
+
+    run.seen = seen  # type: ignore[attr-defined]
+    return run
+
+
 def no_pynvml() -> None:
     return None
 
@@ -271,3 +292,128 @@ VLLM_PROCS = {
     402: (401, "python3 -c from multiprocessing.resource_tracker import main", 1024),
     500: (1, "/opt/vllm/bin/ray start --block", 524_288),
 }
+
+
+# Two Sparks serving on the Ray executor, as inventory/sparks runs them: each Spark's Ray
+# node is its container's entrypoint (`ray start --block ...` under the container's shim,
+# PID 1000 on both), vLLM runs in spark-1's container through `docker exec llmfleet-ray
+# vllm serve --config ...` (the docker CLI on the host, the command under the same shim).
+# vLLM's workers are Ray actors (ray::RayWorkerProc.run, vLLM 0.32's ray_executor_v2),
+# children of the raylet, on both Sparks; spark-2 runs no `vllm serve`. Pss in KiB: the
+# CPU side only; the model is CUDA memory, in no process's Pss (SMI_APPS_SPARK_*).
+RAY_CONTAINER_ID = "3f1c9a7be2d04c51a8e6f0b2c4d7e9a1b3c5d7e9f1a3b5c7d9e1f3a5b7c9d1e3"
+RAY_CONTAINER_PID = 1000
+_RAY = "/usr/local/lib/python3.12/dist-packages/ray"
+_SHIM = (
+    "/usr/bin/containerd-shim-runc-v2 -namespace moby -id {0}"
+    " -address /run/containerd/containerd.sock"
+)
+_RAY_START = (
+    "/usr/bin/python3 /usr/local/bin/ray start --block --disable-usage-stats"
+    " --node-ip-address {0} --object-store-memory 2147483648"
+)
+SERVE = "vllm serve --config /etc/llmfleet/vllm/serve.yaml"
+_HOST = {
+    1: (0, "/sbin/init splash", 12_288),
+    880: (1, "/usr/bin/containerd", 61_440),
+    900: (1, "/usr/bin/dockerd -H fd:// --containerd=/run/containerd/containerd.sock", 92_160),
+    950: (1, _SHIM.format(RAY_CONTAINER_ID), 8_192),
+}
+
+
+def _ray_node(address: str, head: bool) -> dict[int, tuple[int, str, int]]:
+    role = (
+        " --head --port 6379 --dashboard-host 127.0.0.1"
+        if head
+        else " --address 192.168.100.11:6379"
+    )
+    node = {
+        RAY_CONTAINER_PID: (950, _RAY_START.format(address) + role, 122_880),
+        1020: (
+            RAY_CONTAINER_PID,
+            f"{_RAY}/core/src/ray/raylet/raylet"
+            " --raylet_socket_name=/tmp/ray/session_latest/sockets/raylet"
+            f" --node_ip_address={address} --object_store_memory=2147483648",
+            307_200,
+        ),
+        1060: (
+            1020,
+            f"/usr/bin/python3 -u {_RAY}/dashboard/agent.py --node-ip-address={address}",
+            153_600,
+        ),
+        1070: (1020, f"/usr/bin/python3 -u {_RAY}/_private/runtime_env/agent/main.py", 81_920),
+        # vLLM's worker of this rank: the model is its CUDA memory.
+        1100: (1020, "ray::RayWorkerProc.run", 1_992_294),
+        1101: (
+            1100,
+            "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(31)",
+            12_288,
+        ),
+        # A pooled worker with no task: nothing of vLLM's.
+        1110: (1020, "ray::IDLE", 163_840),
+    }
+    if head:
+        node.update(
+            {
+                1010: (
+                    RAY_CONTAINER_PID,
+                    f"{_RAY}/core/src/ray/gcs/gcs_server --gcs_server_port=6379"
+                    f" --node-ip-address={address}",
+                    204_800,
+                ),
+                1030: (
+                    RAY_CONTAINER_PID,
+                    f"/usr/bin/python3 -u {_RAY}/dashboard/dashboard.py --host=127.0.0.1",
+                    256_000,
+                ),
+                1050: (
+                    RAY_CONTAINER_PID,
+                    f"/usr/bin/python3 -u {_RAY}/_private/log_monitor.py",
+                    61_440,
+                ),
+            }
+        )
+    return node
+
+
+SPARK_1_RAY_PROCS = {
+    **_HOST,
+    **_ray_node("192.168.100.11", head=True),
+    1900: (
+        1,
+        "/usr/bin/docker exec --env RAY_ADDRESS --env-file /etc/llmfleet/nccl.env"
+        f" --env-file /etc/llmfleet/private/vllm.env llmfleet-ray {SERVE}",
+        30_720,
+    ),
+    2000: (950, f"/usr/bin/python3 /usr/local/bin/{SERVE}", 1_258_291),
+    2010: (2000, "VLLM::EngineCore", 2_202_009),
+}
+SPARK_2_RAY_PROCS = {**_HOST, **_ray_node("192.168.100.12", head=False)}
+
+# Someone else's Ray cluster on the same Spark, vLLM on its Ray executor too, even with
+# our node's very command line (in a container of its own): not ours.
+OTHER_RAY_CLUSTER = {
+    3000: (
+        1,
+        "/home/bob/.venv/bin/python3 /home/bob/.venv/bin/ray start --block --head --port 6380",
+        102_400,
+    ),
+    3020: (3000, f"{_RAY}/core/src/ray/raylet/raylet --node_ip_address=10.0.0.5", 256_000),
+    3100: (3020, "ray::RayWorkerProc.run", 1_048_576),
+    3150: (1, _SHIM.format("9" * 64), 8_192),
+    3200: (3150, _RAY_START.format("192.168.100.12") + " --address 192.168.100.11:6379", 122_880),
+    3220: (3200, f"{_RAY}/core/src/ray/raylet/raylet --node_ip_address=192.168.100.12", 256_000),
+    3300: (3220, "ray::RayWorkerProc.run", 1_048_576),
+}
+
+# spark-2 serving: 15.26 GiB free of 119.67 GiB (the run that failed), 1.75 GiB of page
+# cache; its Ray worker holds 88.80 GiB of CUDA memory (90931 MiB) and 1.90 GiB of Pss.
+MEMINFO_SPARK_2_SERVING = (
+    "MemTotal:       125483416 kB\n"
+    "MemFree:        16001270 kB\n"
+    "MemAvailable:   17836278 kB\n"
+    "Buffers:            4096 kB\n"
+    "Cached:          2097152 kB\n" + _MEMINFO_TAIL
+)
+SMI_APPS_SPARK_2 = f"{GB10_UUID}, 1100, 90931\n{GB10_UUID}, 3100, 8192\n{GB10_UUID}, 3300, 8192\n"
+SMI_APPS_SPARK_1 = f"{GB10_UUID}, 2010, 612\n{GB10_UUID}, 1100, 90931\n"

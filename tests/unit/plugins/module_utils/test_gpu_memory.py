@@ -19,11 +19,19 @@ from tests.unit.plugins.fake_gpus import (
     H100_GPU1_MSG,
     MEMINFO_GB10_AFTER_DROP,
     MEMINFO_GB10_BEFORE_DROP,
+    MEMINFO_SPARK_2_SERVING,
+    OTHER_RAY_CLUSTER,
+    SERVE,
+    SMI_APPS_SPARK_1,
+    SMI_APPS_SPARK_2,
     SMI_GB10,
     SMI_H100,
+    SPARK_1_RAY_PROCS,
+    SPARK_2_RAY_PROCS,
     VLLM_PROCS,
     FakeDevice,
     FakeNvml,
+    commands,
     fake_proc,
     gb10_nvml,
     h100_nvml,
@@ -139,6 +147,7 @@ def test_gb10_before_dropping_caches_fails_in_vllms_terms(tmp_path: Path) -> Non
             "source": "os-meminfo MemFree (unified memory)",
             "required_gib": 98.13,
             "held_gib": 0.0,
+            "held_by": [],
             "fits": False,
             "cache_needed": False,
         }
@@ -345,3 +354,184 @@ def test_a_serving_gb10_short_only_by_page_cache_fits_once_it_is_dropped_before_
     )
     assert idle["failed"] is True
     assert idle["drop_cache_before_restart"] is False
+
+
+# What preflight passes on a Spark of inventory/sparks (container Ray, Ray executor).
+RAY_CONTAINER = {"container": "llmfleet-ray", "engine": "docker"}
+INSPECT = ["/usr/bin/docker", "container", "inspect", "--format", "{{.State.Pid}}", "llmfleet-ray"]
+
+
+def _which(name: str) -> str:
+    return f"/usr/bin/{name}"
+
+
+def _serving_spark(
+    tmp_path: Path, procs: dict[int, tuple[int, str, int]], apps: str, pid: str = "1000\n"
+) -> dict[str, Any]:
+    """gather's arguments for a serving Spark as preflight's check makes them."""
+    return {
+        "run": commands(
+            {"--query-gpu": SMI_GB10, "--query-compute-apps": apps, "container inspect": pid}
+        ),
+        "meminfo_path": str(write_meminfo(tmp_path / "meminfo", MEMINFO_SPARK_2_SERVING)),
+        "gpu_memory_utilization": 0.82,
+        "held_by": SERVE,
+        "which": _which,
+        "proc": str(fake_proc(tmp_path / "proc", procs)),
+        "reclaim_cache_when_held": True,
+    }
+
+
+def test_rank_1_of_a_serving_ray_cluster_counts_what_vllms_ray_worker_holds(
+    tmp_path: Path,
+) -> None:
+    """spark-2 on the Ray executor runs no `vllm serve`: vLLM's Ray worker there (a child of
+    the raylet of our Ray node's container) holds its share of the model, as CUDA memory that
+    no process's Pss shows. Counting only `vllm serve`'s processes, and only their Pss, gave
+    held_pids [] and 'free 15.26 GiB of 119.67 GiB, vLLM needs 0.82 x 119.67 = 98.13 GiB': the
+    second `ansible-playbook site.yml -i inventory/sparks` failed on spark-2."""
+    asked = _serving_spark(tmp_path, SPARK_2_RAY_PROCS, SMI_APPS_SPARK_2)
+    result = _gather(held_by_ray_node=RAY_CONTAINER, **asked)
+    assert "failed" not in result, result["msg"]
+    assert result["fits"] is True
+    # The worker and its child; not the raylet, the agents, the idle worker, the node itself.
+    assert result["held_pids"] == [1100, 1101]
+    (gpu,) = result["gpus"]
+    # 90931 MiB of CUDA memory (nvidia-smi) + 2004582 KiB Pss = 90.71 GiB.
+    assert gpu["held_gib"] == 90.71
+    assert gpu["held_by"] == [{"name": "Ray workers of container llmfleet-ray", "held_gib": 90.71}]
+    assert result["msg"] == (
+        "1 NVIDIA GPU via nvidia-smi: GPU 0 NVIDIA GB10 15.26/119.67 GiB free (unified memory)"
+        " + 90.71 GiB our vLLM holds (Ray workers of container llmfleet-ray: 90.71 GiB);"
+        " every GPU has the memory asked for"
+    )
+    assert INSPECT in asked["run"].seen
+    assert result["holders"] == [
+        {"name": SERVE, "pids": [], "why": f"no process runs {SERVE}"},
+        {"name": "Ray workers of container llmfleet-ray", "pids": [1100, 1101], "why": None},
+    ]
+
+
+def test_rank_0_of_a_serving_ray_cluster_counts_vllm_and_its_ray_worker(tmp_path: Path) -> None:
+    asked = _serving_spark(tmp_path, SPARK_1_RAY_PROCS, SMI_APPS_SPARK_1)
+    result = _gather(held_by_ray_node=RAY_CONTAINER, **asked)
+    assert "failed" not in result, result["msg"]
+    # `docker exec`'s CLI on the host, vllm serve and EngineCore in the container, the worker.
+    assert result["held_pids"] == [1100, 1101, 1900, 2000, 2010]
+    assert [h["pids"] for h in result["holders"]] == [[1900, 2000, 2010], [1100, 1101]]
+    # vLLM: 0.60 GiB CUDA + 3.33 GiB Pss; the worker as on spark-2. gcs_server, raylet and the
+    # dashboard keep running across a vLLM restart: their memory does not count.
+    assert result["gpus"][0]["held_by"] == [
+        {"name": SERVE, "held_gib": 3.93},
+        {"name": "Ray workers of container llmfleet-ray", "held_gib": 90.71},
+    ]
+
+
+def test_a_serving_rank_short_of_memory_names_who_holds_what(tmp_path: Path) -> None:
+    asked = _serving_spark(tmp_path, SPARK_1_RAY_PROCS, SMI_APPS_SPARK_1)
+    result = _gather(held_by_ray_node=RAY_CONTAINER, **{**asked, "gpu_memory_utilization": 0.95})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "GPU 0 (NVIDIA GB10): free 15.26 GiB of 119.67 GiB plus 94.64 GiB our vLLM holds until"
+        f" it restarts ({SERVE}: 3.93 GiB, Ray workers of container llmfleet-ray: 90.71 GiB),"
+        " vLLM needs 0.95 x 119.67 = 113.69 GiB; only 1.75 GiB of the rest is page cache, so"
+        " dropping caches is not enough: stop what uses the memory or lower"
+        " gpu_memory_utilization"
+    )
+
+
+def test_a_native_ray_node_is_found_by_its_systemd_unit(tmp_path: Path) -> None:
+    native = {
+        pid: (1, "/opt/vllm/bin/python3 /opt/vllm/bin/ray start --block --address x:6379", pss)
+        if pid == 1000
+        else (parent, command, pss)
+        for pid, (parent, command, pss) in SPARK_2_RAY_PROCS.items()
+        if pid != 950
+    }
+    asked = _serving_spark(tmp_path, native, SMI_APPS_SPARK_2)
+    asked["run"] = commands(
+        {
+            "--query-gpu": SMI_GB10,
+            "--query-compute-apps": SMI_APPS_SPARK_2,
+            "systemctl show": "1000\n",
+        }
+    )
+    result = _gather(held_by_ray_node={"unit": "llmfleet-ray.service"}, **asked)
+    assert "failed" not in result, result["msg"]
+    assert result["held_pids"] == [1100, 1101]
+    assert result["holders"][1]["name"] == "Ray workers of unit llmfleet-ray.service"
+    main_pid = [
+        "/usr/bin/systemctl",
+        "show",
+        "--property=MainPID",
+        "--value",
+        "llmfleet-ray.service",
+    ]
+    assert main_pid in asked["run"].seen
+
+
+def test_another_ray_cluster_on_the_host_is_not_ours(tmp_path: Path) -> None:
+    """Someone else's Ray (vLLM on it too, even with our node's command line in a container
+    of its own) holds 16 GiB of CUDA memory here: none of it is released when our vLLM
+    restarts."""
+    asked = _serving_spark(tmp_path, {**SPARK_2_RAY_PROCS, **OTHER_RAY_CLUSTER}, SMI_APPS_SPARK_2)
+    result = _gather(held_by_ray_node=RAY_CONTAINER, **asked)
+    assert result["held_pids"] == [1100, 1101]
+    assert result["gpus"][0]["held_gib"] == 90.71
+
+
+@pytest.mark.parametrize(
+    ("ray_node", "answer", "which", "why"),
+    [
+        (
+            RAY_CONTAINER,
+            (1, "", "Error: No such container: llmfleet-ray"),
+            _which,
+            "container llmfleet-ray is not running",
+        ),
+        (RAY_CONTAINER, "0\n", _which, "container llmfleet-ray is not running"),
+        (RAY_CONTAINER, "1000\n", lambda name: None, "no docker to ask for container llmfleet-ray"),
+        (
+            {"unit": "llmfleet-ray.service"},
+            "0\n",
+            _which,
+            "unit llmfleet-ray.service is not running",
+        ),
+    ],
+)
+def test_a_ray_node_of_ours_that_does_not_run_holds_nothing(
+    tmp_path: Path, ray_node: dict[str, str], answer: Any, which: Any, why: str
+) -> None:
+    """Only the other cluster runs: nothing is ours, and the failure says what was looked for."""
+    asked = _serving_spark(tmp_path, {**_host_only(), **OTHER_RAY_CLUSTER}, SMI_APPS_SPARK_2)
+    asked["run"] = commands(
+        {
+            "--query-gpu": SMI_GB10,
+            "--query-compute-apps": SMI_APPS_SPARK_2,
+            "container inspect": answer,
+            "systemctl show": answer,
+        }
+    )
+    result = _gather(held_by_ray_node=ray_node, **{**asked, "which": which})
+    assert result["held_pids"] == []
+    assert result["failed"] is True
+    assert result["msg"].endswith(
+        f"; nothing of ours holds memory here (no process runs {SERVE}; {why})"
+    )
+
+
+def test_rank_1_whose_vllm_stopped_holds_nothing(tmp_path: Path) -> None:
+    """vLLM's driver ended (rank 0 stopped): its Ray workers ended with it; the node's
+    daemons and an idle worker remain, and are not vLLM's."""
+    procs = {pid: p for pid, p in SPARK_2_RAY_PROCS.items() if pid not in (1100, 1101)}
+    asked = _serving_spark(tmp_path, procs, "")
+    result = _gather(held_by_ray_node=RAY_CONTAINER, **asked)
+    assert result["held_pids"] == []
+    assert result["msg"].endswith(
+        "(no process runs vllm serve --config /etc/llmfleet/vllm/serve.yaml;"
+        " container llmfleet-ray runs no Ray worker with a task or actor)"
+    )
+
+
+def _host_only() -> dict[int, tuple[int, str, int]]:
+    return {pid: p for pid, p in SPARK_2_RAY_PROCS.items() if pid < 1000}

@@ -33,6 +33,7 @@ RunModule = Callable[..., tuple[int, dict[str, Any]]]
 NO_GPU_MSG = "no NVIDIA GPU found (no NVML library, no nvidia-smi)"
 GPU_KEYS = {
     "held_gib",
+    "held_by",
     "cache_needed",
     "index",
     "name",
@@ -87,6 +88,7 @@ def test_h100_through_nvml(
         "source": "nvml",
         "required_gib": 71.68,
         "held_gib": 0.0,
+        "held_by": [],
         "cache_needed": False,
         "fits": True,
     }
@@ -205,6 +207,53 @@ def test_bad_gpu_memory_utilization_is_refused(
         "gpu_memory_utilization must be greater than 0 and at most 1 (the fraction of each "
         "GPU's total memory vLLM takes, as --gpu-memory-utilization), got " + shown
     )
+
+
+@pytest.mark.parametrize(
+    ("ray_node", "said"),
+    [
+        ({"unit": "llmfleet-ray.service", "container": "llmfleet-ray"}, "mutually exclusive"),
+        ({"engine": "podman"}, "one of the following is required: unit, container"),
+        ({"container": "llmfleet-ray", "engine": "lxc"}, "value of engine must be one of"),
+    ],
+)
+def test_a_ray_node_must_be_one_unit_or_one_container(
+    nvml: Callable[..., None], run_module: RunModule, ray_node: dict[str, str], said: str
+) -> None:
+    rc, result = run_module(cuda_free_memory, {"held_by_ray_node": ray_node})
+    assert rc == 1
+    assert said in result["msg"]
+
+
+def test_a_ray_node_whose_engine_is_absent_holds_nothing(
+    nvml: Callable[..., None],
+    run_module: RunModule,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    smi = write_nvidia_smi(tmp_path / "bin", SMI_GB10)
+    # Only what the fake nvidia-smi needs: no container engine of this machine is run.
+    (tmp_path / "bin" / "cat").symlink_to(shutil.which("cat") or "/bin/cat")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    meminfo = write_meminfo(tmp_path / "meminfo", MEMINFO_GB10_AFTER_DROP)
+    rc, result = run_module(
+        cuda_free_memory,
+        {
+            "nvidia_smi_path": str(smi),
+            "meminfo_path": str(meminfo),
+            "gpu_memory_utilization": 0.82,
+            "held_by_ray_node": {"container": "llmfleet-ray", "engine": "podman"},
+        },
+    )
+    assert rc == 0, result
+    assert result["held_pids"] == []
+    assert result["holders"] == [
+        {
+            "name": "Ray workers of container llmfleet-ray",
+            "pids": [],
+            "why": "no podman to ask for container llmfleet-ray",
+        }
+    ]
 
 
 def test_no_gpu_is_a_clear_success(
