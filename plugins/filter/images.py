@@ -18,6 +18,8 @@ _HOST_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _REGISTRY = re.compile(rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
 _TAG = re.compile(r"\w[\w.-]{0,127}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+# A digest left for the user to fill in (the sample inventories'): sha256:<anything>.
+_PLACEHOLDER = re.compile(r"@(?:sha256:)?<[^<>]*>$")
 _NAME_MAX = 255
 
 EXPECTED = "[registry[:port]/]path[:tag]@sha256:<64 hex>, lower case, no spaces"
@@ -82,6 +84,15 @@ def _digest_problem(digest):
     return None
 
 
+def _how_to_read_the_digest(tagged):
+    """How to learn the digest of ``tagged`` (``name:tag``), in words."""
+    return (
+        f"`docker buildx imagetools inspect {tagged}` prints it (its first Digest: line, which"
+        f" names every architecture), or on a Spark `docker pull {tagged}` then"
+        f" `docker image inspect --format '{{{{index .RepoDigests 0}}}}' {tagged}`"
+    )
+
+
 def image_reference(ref):
     """A container image reference in the forms docker accepts, parsed: ``name`` (registry
     and repository as written), ``registry`` (empty when it names none: Docker Hub, or an
@@ -92,6 +103,10 @@ def image_reference(ref):
     text = "" if ref is None else str(ref)
     if not text:
         raise AnsibleFilterError("image_reference: the reference is empty")
+    if _PLACEHOLDER.search(text):
+        raise AnsibleFilterError(
+            f"image_reference: {text} is not an image reference: its digest is a placeholder"
+        )
     parts, why = _split(text)
     why = why or _digest_problem(parts["digest"])
     if why:
@@ -114,6 +129,14 @@ def image_reference_problems(ref, variable, allow_floating=False):
         return [
             f"{variable} is {text!r}: a container deployment needs an image reference named by"
             " tag and digest, e.g. vllm/vllm-openai:v0.11.0@sha256:<64 hex>"
+        ]
+    placeholder = _PLACEHOLDER.search(text)
+    if placeholder:
+        named, _parsed = _split(text[: placeholder.start()])
+        tagged = f"{named['name'] or text[: placeholder.start()]}:{named['tag'] or 'latest'}"
+        return [
+            f"{variable} is {text!r}: its digest is a placeholder to fill in:"
+            f" {_how_to_read_the_digest(tagged)}; write {tagged}@sha256:<64 hex>"
         ]
     parts, why = _split(text)
     if why:

@@ -424,3 +424,22 @@ def test_images_to_prune_reads_docker_hubs_official_images_in_either_form() -> N
     assert images_to_prune(listing, ["docker.io/library/ubuntu:22.04"], ["library/ubuntu"]) == (
         expected
     )
+
+
+PLACEHOLDER = "nvcr.io/nvidia/vllm:26.05-py3@sha256:<fill-in-the-digest>"
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_placeholder_digest_is_refused_with_how_to_read_the_digest(allowed: bool) -> None:
+    [problem] = image_reference_problems(PLACEHOLDER, VAR, allowed)
+    assert problem.startswith(f"{VAR} is {PLACEHOLDER!r}: its digest is a placeholder to fill in")
+    tagged = "nvcr.io/nvidia/vllm:26.05-py3"
+    assert f"`docker buildx imagetools inspect {tagged}`" in problem
+    assert f"`docker pull {tagged}`" in problem
+    assert f"`docker image inspect --format '{{{{index .RepoDigests 0}}}}' {tagged}`" in problem
+    assert f"{tagged}@sha256:<64 hex>" in problem
+
+
+def test_a_placeholder_digest_is_no_reference_to_run() -> None:
+    with pytest.raises(AnsibleFilterError, match="placeholder"):
+        image_reference(PLACEHOLDER)
