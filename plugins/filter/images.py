@@ -7,6 +7,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.llmfleet.cluster.plugins.module_utils._image_needs import missing
 
 # The grammar of docker's reference package (distribution/reference): a path of lower-case
 # components separated by "/", each of letters and digits joined by ".", "_", "__" or dashes;
@@ -18,6 +19,8 @@ _HOST_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _REGISTRY = re.compile(rf"(?:{_HOST_LABEL}(?:\.{_HOST_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
 _TAG = re.compile(r"\w[\w.-]{0,127}")
 _SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+# A digest left for the user to fill in (the sample inventories'): sha256:<anything>.
+_PLACEHOLDER = re.compile(r"@(?:sha256:)?<[^<>]*>$")
 _NAME_MAX = 255
 
 EXPECTED = "[registry[:port]/]path[:tag]@sha256:<64 hex>, lower case, no spaces"
@@ -82,6 +85,15 @@ def _digest_problem(digest):
     return None
 
 
+def _how_to_read_the_digest(tagged):
+    """How to learn the digest of ``tagged`` (``name:tag``), in words."""
+    return (
+        f"`docker buildx imagetools inspect {tagged}` prints it (its first Digest: line, which"
+        f" names every architecture), or on a Spark `docker pull {tagged}` then"
+        f" `docker image inspect --format '{{{{index .RepoDigests 0}}}}' {tagged}`"
+    )
+
+
 def image_reference(ref):
     """A container image reference in the forms docker accepts, parsed: ``name`` (registry
     and repository as written), ``registry`` (empty when it names none: Docker Hub, or an
@@ -92,6 +104,10 @@ def image_reference(ref):
     text = "" if ref is None else str(ref)
     if not text:
         raise AnsibleFilterError("image_reference: the reference is empty")
+    if _PLACEHOLDER.search(text):
+        raise AnsibleFilterError(
+            f"image_reference: {text} is not an image reference: its digest is a placeholder"
+        )
     parts, why = _split(text)
     why = why or _digest_problem(parts["digest"])
     if why:
@@ -114,6 +130,14 @@ def image_reference_problems(ref, variable, allow_floating=False):
         return [
             f"{variable} is {text!r}: a container deployment needs an image reference named by"
             " tag and digest, e.g. vllm/vllm-openai:v0.11.0@sha256:<64 hex>"
+        ]
+    placeholder = _PLACEHOLDER.search(text)
+    if placeholder:
+        named, _parsed = _split(text[: placeholder.start()])
+        tagged = f"{named['name'] or text[: placeholder.start()]}:{named['tag'] or 'latest'}"
+        return [
+            f"{variable} is {text!r}: its digest is a placeholder to fill in:"
+            f" {_how_to_read_the_digest(tagged)}; write {tagged}@sha256:<64 hex>"
         ]
     parts, why = _split(text)
     if why:
@@ -153,6 +177,82 @@ def images_to_pull(launches):
         if image not in images:
             images.append(image)
     return pulls
+
+
+_NEEDS_KEYS = ("ray", "commands", "vllm_options", "mounts")
+
+
+def images_to_check(launches, engine):
+    """What to check in each image ``engine`` will run: one ``{image, needs}`` per launch of
+    ``launches`` (as for ``images_to_pull``, each with ``needs``: ``ray``, ``commands``,
+    ``vllm_options``, ``mounts``) that runs in ``engine``, in order; a launch with the same
+    image and needs as an earlier one is left out."""
+    checks = []
+    for launch in launches or []:
+        if not isinstance(launch, dict):
+            raise AnsibleFilterError(
+                "images_to_check: each launch is a mapping of image, engine, runs and needs;"
+                f" got {launch!r}"
+            )
+        image = str(launch.get("image") or "")
+        if not image or not boolean(launch.get("runs", True), strict=False):
+            continue
+        if str(launch.get("engine") or "docker") != engine:
+            continue
+        needs = launch.get("needs") or {}
+        if not isinstance(needs, dict) or set(needs) - set(_NEEDS_KEYS):
+            raise AnsibleFilterError(
+                f"images_to_check: the needs of {image} are a mapping of some of"
+                f" {list(_NEEDS_KEYS)}; got {needs!r}"
+            )
+        check = {"image": image, "needs": needs}
+        if check not in checks:
+            checks.append(check)
+    return checks
+
+
+def _contents_problem(host, reference, contents, needs):
+    if contents is None:
+        return None
+    if not isinstance(contents, dict):
+        raise AnsibleFilterError(
+            "image_contents_problems: expected what container_image_contents found;"
+            f" got {contents!r}"
+        )
+    if contents.get("error"):
+        return (
+            f"{host}: image {reference} cannot be looked into: {contents['error']}; the checks"
+            " run python3 in it (images with vLLM have it)"
+        )
+    lacks = missing(contents, needs or {})
+    if not lacks:
+        return None
+    return f"{host}: image {reference} lacks what this launch needs: {'; '.join(lacks)}"
+
+
+def image_contents_problems(results, host):
+    """Why the images cannot serve the launches on ``host``, one sentence per image: what
+    each lacks of its needs (see ``images_to_check``). ``results`` is the registered loop
+    of module container_image_contents over ``images_to_check``'s list (each result's
+    ``item`` is ``{image, needs}``); a skipped result, or one without contents (check mode,
+    the image not pulled yet), is no problem."""
+    if isinstance(results, dict):
+        results = results.get("results") or []
+    if not isinstance(results, list):
+        raise AnsibleFilterError(
+            f"image_contents_problems: expected a loop's results; got {results!r}"
+        )
+    problems = []
+    for result in results:
+        if not isinstance(result, dict) or result.get("skipped"):
+            continue
+        item = result.get("item") if isinstance(result.get("item"), dict) else {}
+        problem = _contents_problem(
+            host, item.get("image", "?"), result.get("contents"), item.get("needs")
+        )
+        if problem:
+            problems.append(problem)
+    return problems
 
 
 def images_pull_failures(failed_result):
@@ -311,6 +411,8 @@ class FilterModule:
             "image_reference": image_reference,
             "image_reference_problems": image_reference_problems,
             "images_to_pull": images_to_pull,
+            "images_to_check": images_to_check,
+            "image_contents_problems": image_contents_problems,
             "images_pull_failures": images_pull_failures,
             "images_running": images_running,
             "images_to_prune": images_to_prune,

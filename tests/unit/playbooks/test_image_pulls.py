@@ -16,6 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 PINNED = f"vllm/vllm-openai:v0.11.0@sha256:{'0123456789abcdef' * 4}"
+SPARK_SAMPLE = "nvcr.io/nvidia/vllm:26.05-py3@sha256:<fill-in-the-digest>"
 RAY_IMAGE = f"rayproject/ray:2.52.0@sha256:{'fedcba9876543210' * 4}"
 
 
@@ -32,6 +33,12 @@ def test_the_pull_is_the_first_thing_of_each_serve_play() -> None:
         assert first["ansible.builtin.include_role"]["name"] == "llmfleet.cluster.gpu_container"
         assert first["ansible.builtin.include_role"]["tasks_from"] == "pull"
         assert play["roles"][0]["role"] == "llmfleet.cluster.model_weights"
+
+
+def CHECKS_OF(expression: str) -> str:
+    """The play's check list, to write: the same expression over the loop's item."""
+    inner = expression.strip().removeprefix("{{").removesuffix("}}")
+    return "{{ " + inner.replace("__llmfleet_pull.key", "item.key") + " | to_json }}"
 
 
 def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[str, Any]:
@@ -54,7 +61,17 @@ def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[s
             },
             "delegate_to": "localhost",
             "loop": pull["loop"],
-        }
+        },
+        {
+            "name": "Write what would be checked in the images",
+            "ansible.builtin.copy": {
+                "content": CHECKS_OF(pull["vars"]["gpu_container_check_images"]),
+                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.checks",
+                "mode": "0600",
+            },
+            "delegate_to": "localhost",
+            "loop": pull["loop"],
+        },
     ]
     probe = tmp_path / "probe.yml"
     probe.write_text(yaml.safe_dump([play], sort_keys=False))
@@ -85,13 +102,21 @@ def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[s
     for path in sorted(out.glob("*.json")):
         host, engine = path.stem.rsplit("-", 1)
         found.setdefault(host, {})[engine] = json.loads(path.read_text())["images"]
+    CHECKS.clear()
+    for path in sorted(out.glob("*.checks")):
+        host, engine = path.stem.rsplit("-", 1)
+        CHECKS.setdefault(host, {})[engine] = json.loads(path.read_text())
     return found
+
+
+# What the last call of pulls() would check in each image: host -> engine -> [{image, needs}].
+CHECKS: dict[str, Any] = {}
 
 
 def test_sparks_with_ray_in_containers_pull_the_ray_image_on_every_spark(tmp_path: Path) -> None:
     assert pulls(tmp_path, "spark_cluster.yml", "inventory/sparks") == {
-        "spark-1": {"docker": ["vllm/vllm-openai:nightly"]},
-        "spark-2": {"docker": ["vllm/vllm-openai:nightly"]},
+        "spark-1": {"docker": [SPARK_SAMPLE]},
+        "spark-2": {"docker": [SPARK_SAMPLE]},
     }
 
 
@@ -122,3 +147,49 @@ def test_the_gh200_host_pulls_vllms_image(tmp_path: Path) -> None:
     assert pulls(tmp_path, "single_node.yml", "inventory/gh200", llmfleet_vllm_image=PINNED) == {
         "gh200-1": {"docker": [PINNED]}
     }
+
+
+MINIMAX_OPTIONS = {
+    "tool-call-parser": "minimax_m2",
+    "reasoning-parser": "minimax_m2_append_think",
+    "load-format": "fastsafetensors",
+}
+
+
+def test_the_ray_image_is_checked_for_ray_and_for_the_vllm_that_runs_in_it(tmp_path: Path) -> None:
+    pulls(tmp_path, "spark_cluster.yml", "inventory/sparks", llmfleet_vllm_image=PINNED)
+    for host in ("spark-1", "spark-2"):
+        [check] = CHECKS[host]["docker"]
+        assert check["image"] == PINNED
+        needs = check["needs"]
+        assert (needs["ray"], needs["commands"]) == (True, ["ray", "vllm", "pkill"])
+        assert needs["vllm_options"].items() >= MINIMAX_OPTIONS.items()
+        hub = "/root/.cache/huggingface"
+        assert needs["mounts"] == ["/models", f"{hub}:{hub}:rw"]
+
+
+def test_with_the_mp_executor_the_ray_image_is_checked_for_ray_alone(tmp_path: Path) -> None:
+    pulls(
+        tmp_path,
+        "spark_cluster.yml",
+        "inventory/sparks",
+        llmfleet_vllm_image=PINNED,
+        llmfleet_vllm_executor="mp",
+        llmfleet_ray_cluster=True,
+        ray_node_image=RAY_IMAGE,
+        ray_node_container_engine="podman",
+    )
+    [ray] = CHECKS["spark-1"]["podman"]
+    assert ray["image"] == RAY_IMAGE
+    assert (ray["needs"]["commands"], ray["needs"]["vllm_options"]) == (["ray"], None)
+    [vllm] = CHECKS["spark-1"]["docker"]
+    assert vllm["image"] == PINNED
+    assert ("ray" not in vllm["needs"], vllm["needs"]["commands"]) == (True, ["vllm"])
+    assert vllm["needs"]["vllm_options"].items() >= MINIMAX_OPTIONS.items()
+
+
+def test_the_gh200_image_is_checked_for_vllm_and_its_options(tmp_path: Path) -> None:
+    pulls(tmp_path, "single_node.yml", "inventory/gh200", llmfleet_vllm_image=PINNED)
+    [check] = CHECKS["gh200-1"]["docker"]
+    assert check["needs"]["commands"] == ["vllm"]
+    assert check["needs"]["vllm_options"]["tool-call-parser"] == "minimax_m2"

