@@ -8,10 +8,12 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
+ROOT = HERE.parents[2]
 STOP = "/usr/local/sbin/llmfleet-vllm-stop"
 
 
@@ -70,3 +72,40 @@ def test_in_ray_unit_stops_vllm_inside_the_container_and_checks_before_each_star
     # (45), then waits up to 30 s for the killed processes and 10 s for the port.
     assert int(unit["TimeoutStopSec"][0]) >= 45 + 30 + 10
     assert int(unit["TimeoutStartSec"][0]) >= 45 + 30 + 10
+
+
+def test_a_vllm_container_stops_with_the_timeout_and_restarts_only_on_a_free_port() -> None:
+    """No unit: the container's stop timeout is vllm_server_stop_timeout (every stop and
+    restart by the engine uses it), and the role's restart is stop, port check, start."""
+    main = yaml.safe_load((ROOT / "roles/vllm_server/tasks/main.yml").read_text())
+    include = next(task for task in main if "ansible.builtin.include_role" in task)
+    assert include["vars"]["gpu_container_stop_timeout"] == "{{ vllm_server_stop_timeout }}"
+    for engine in ("docker", "podman"):
+        tasks = yaml.safe_load((ROOT / f"roles/gpu_container/tasks/{engine}.yml").read_text())
+        module = next(task for task in tasks if "stop_timeout" in str(task))
+        args = next(value for key, value in module.items() if key.endswith("_container"))
+        assert "gpu_container_stop_timeout" in args["stop_timeout"], engine
+    handlers = yaml.safe_load((ROOT / "roles/vllm_server/handlers/main.yml").read_text())
+    restart = [
+        handler["ansible.builtin.command"]["argv"]
+        for handler in handlers
+        if handler.get("listen") == "Restart vLLM"
+        and "not __vllm_server_uses_unit" in str(handler.get("when"))
+    ]
+    assert restart == [
+        [
+            "{{ vllm_server_container_engine }}",
+            "stop",
+            "-t",
+            "{{ vllm_server_stop_timeout }}",
+            "{{ vllm_server_container_name }}",
+        ],
+        [
+            "{{ __vllm_server_stop }}",
+            "--port",
+            "{{ vllm_server_port }}",
+            "--timeout",
+            "{{ vllm_server_stop_timeout }}",
+        ],
+        ["{{ vllm_server_container_engine }}", "start", "{{ vllm_server_container_name }}"],
+    ]
