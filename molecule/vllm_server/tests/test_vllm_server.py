@@ -42,6 +42,18 @@ def test_container_is_supervised_and_never_removed(api) -> None:
     assert info["HostConfig"]["AutoRemove"] is False
     assert info["Config"]["Entrypoint"] == ["vllm"]
     assert info["Config"]["Cmd"] == ["serve", "--config", "/etc/llmfleet/vllm/serve.yaml"]
+    # Every stop and restart waits vllm_server_stop_timeout (20 s), then SIGKILL.
+    assert info["Config"]["StopTimeout"] == 20
+
+
+def test_the_stop_script_finds_the_port_held_by_the_running_vllm(api) -> None:
+    """The role's restart checks the port free before the container starts again: while
+    vLLM runs the check must see its listener, name it and fail."""
+    stop = api.file("/usr/local/sbin/llmfleet-vllm-stop")
+    assert (stop.user, stop.mode) == ("root", 0o755)
+    check = api.run("/usr/local/sbin/llmfleet-vllm-stop --port 8000 --timeout 1 --port-wait 0")
+    assert check.rc == 4, check.stdout + check.stderr
+    assert "FAILED: port 8000 is still in use" in check.stdout and "vllm" in check.stdout
 
 
 def test_options_come_from_serve_yaml(api) -> None:
