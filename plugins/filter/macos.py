@@ -48,6 +48,8 @@ def launchd_job(stdout, label):
 # "Could not find service "LABEL" in domain for system" (print), "Boot-out failed: 113: Could
 # not find specified service" (bootout).
 LAUNCHCTL_NOT_FOUND = 113
+# "Could not find domain": a user's gui/ domain while nobody is logged in at the screen.
+LAUNCHCTL_NO_DOMAIN = 112
 # A line of `launchctl print`'s outermost block: "\tstate = running", "\tpid = 4242".
 LAUNCHCTL_PRINT_FIELD = re.compile(r"^\s*(?P<key>[a-z][a-z ]*?) = (?P<value>.*?)\s*$")
 # "last exit code = 1", "last exit code = 78: EX_CONFIG", "last exit code = (never exited)".
@@ -120,10 +122,13 @@ def launchd_service(result, label):
 def launchd_loaded(results):
     """The registered results of ``launchctl print`` looped over service targets
     (``gui/501/LABEL``, ``user/501/LABEL``: each result's ``item``) -> the targets whose
-    domain has the service loaded, to boot out. A failure other than "not found" raises (see
-    ``launchd_service``)."""
+    domain has the service loaded, to boot out. A skipped item, a service the domain does not
+    have (113) and a domain that does not exist (112) are not loaded; any other failure
+    raises (see ``launchd_service``)."""
     loaded = []
     for result in results or []:
+        if result.get("skipped") or result.get("rc") == LAUNCHCTL_NO_DOMAIN:
+            continue
         target = str(result.get("item", ""))
         if launchd_service(result, target.rsplit("/", 1)[-1])["loaded"]:
             loaded.append(target)
