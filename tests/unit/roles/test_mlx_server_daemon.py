@@ -50,9 +50,9 @@ class Mac:
     def key_file(self) -> Path:
         return self.home / ".config" / "llmfleet" / "vllm-mlx.key"
 
-    def serve(self, **changes: object) -> int:
-        """The service phase with the test's settings (and ``changes``): how many tasks
-        changed something."""
+    def serve(self, *options: str, **changes: object) -> int:
+        """The service phase with the test's settings (and ``changes``; ``options`` for
+        ansible-playbook): how many tasks changed something."""
         extra = {
             "mlx_server_home": str(self.home),
             "mlx_server_owner": USER,
@@ -66,7 +66,7 @@ class Mac:
             "__mlx_server_plist_group": GROUP,
             **changes,
         }
-        proc = play_on_localhost(HERE / "mlx_server_service.yml", extra, env=self.env)
+        proc = play_on_localhost(HERE / "mlx_server_service.yml", extra, *options, env=self.env)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
         found = re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)
         assert found, proc.stdout[-3000:]
@@ -137,6 +137,7 @@ def test_a_fresh_mac_gets_the_daemon_bootstrapped_then_nothing_changes(mac: Mac)
     assert log.is_file()
     pid = mac.services()[("system", LABEL)]
     assert mac.serve() == 0
+    assert mac.serve("--check", "--diff") == 0
     assert mac.services() == {("system", LABEL): pid}, "a converged Mac keeps its process"
 
 
