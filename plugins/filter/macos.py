@@ -1,6 +1,7 @@
-"""Parsers of what macOS prints about the Mac Studio's vllm-mlx (``launchctl list``,
-``sysctl vm.swapusage``): read by ``llmfleet status`` and ``llmfleet doctor`` through the
-mlx_server role's status entry point."""
+"""Parsers of what macOS prints about the Mac Studio's vllm-mlx (``launchctl print``,
+``launchctl list``, ``sysctl vm.swapusage``): read by ``llmfleet status`` and ``llmfleet
+doctor`` through the mlx_server role's status entry point, and by the role when it loads,
+migrates and removes vllm-mlx's LaunchDaemon."""
 
 from __future__ import annotations
 
@@ -41,6 +42,97 @@ def launchd_job(stdout, label):
         "pid": None,
         "last_exit_status": None,
     }
+
+
+# launchctl's answer for a service its domain does not have (print, bootout, kickstart):
+# "Could not find service "LABEL" in domain for system" (print), "Boot-out failed: 113: Could
+# not find specified service" (bootout).
+LAUNCHCTL_NOT_FOUND = 113
+# "Could not find domain": a user's gui/ domain while nobody is logged in at the screen.
+LAUNCHCTL_NO_DOMAIN = 112
+# A line of `launchctl print`'s outermost block: "\tstate = running", "\tpid = 4242".
+LAUNCHCTL_PRINT_FIELD = re.compile(r"^\s*(?P<key>[a-z][a-z ]*?) = (?P<value>.*?)\s*$")
+# "last exit code = 1", "last exit code = 78: EX_CONFIG", "last exit code = (never exited)".
+LAUNCHCTL_EXIT_CODE = re.compile(r"^(?P<code>-?\d+)")
+# "last terminating signal = Killed: 9": the signal, negative as `launchctl list` shows it.
+LAUNCHCTL_SIGNAL = re.compile(r":\s*(?P<signal>\d+)\s*$")
+
+
+def _launchctl_print_fields(stdout):
+    """The ``key = value`` lines of ``launchctl print``'s outermost block: nested blocks
+    (``environment = {``, ``endpoints = {``) are skipped, so that nothing inside them (a
+    variable named ``pid``, an environment value) is read as the service's own."""
+    fields = {}
+    depth = 0
+    for line in str(stdout).splitlines():
+        text = line.strip()
+        if text.endswith("{"):
+            depth += 1
+            continue
+        if text.startswith("}"):
+            depth = max(depth - 1, 0)
+            continue
+        match = LAUNCHCTL_PRINT_FIELD.match(text)
+        if depth == 1 and match:
+            fields.setdefault(match["key"], match["value"])
+    return fields
+
+
+def launchd_service(result, label):
+    """``launchctl print <domain>/<label>`` (``result``: the command's registered result) ->
+    whether the domain has the service loaded, its state, its PID when it runs and the status
+    it last exited with (a negative one is the signal that ended it). Exit 113 is a service
+    the domain does not have; any other failure raises with what launchctl said, so that a
+    caller never mistakes "could not ask" for "not loaded"."""
+    result = result if isinstance(result, dict) else {}
+    rc = result.get("rc")
+    if rc == LAUNCHCTL_NOT_FOUND:
+        return {
+            "label": label,
+            "loaded": False,
+            "running": False,
+            "state": None,
+            "pid": None,
+            "last_exit_status": None,
+        }
+    if rc != 0:
+        said = result.get("stderr") or result.get("stdout") or result.get("msg") or "no output"
+        said = " ".join(str(said).split())[:300]
+        raise AnsibleFilterError(f"launchctl print for {label} failed (rc {rc}): {said}")
+    fields = _launchctl_print_fields(result.get("stdout", ""))
+    pid = int(fields["pid"]) if fields.get("pid", "").isdigit() else None
+    status = None
+    code = LAUNCHCTL_EXIT_CODE.match(fields.get("last exit code", ""))
+    signal = LAUNCHCTL_SIGNAL.search(fields.get("last terminating signal", ""))
+    if signal:
+        status = -int(signal["signal"])
+    elif code:
+        status = int(code["code"])
+    state = fields.get("state")
+    return {
+        "label": label,
+        "loaded": True,
+        "running": pid is not None and state in (None, "running"),
+        "state": state,
+        "pid": pid,
+        "last_exit_status": status,
+    }
+
+
+def launchd_loaded(results):
+    """The registered results of ``launchctl print`` looped over service targets
+    (``gui/501/LABEL``, ``user/501/LABEL``: each result's ``item``) -> the targets whose
+    domain has the service loaded, to boot out. A skipped item, a service the domain does not
+    have (113) and a domain that does not exist (112) are not loaded; any other failure
+    raises (see ``launchd_service``)."""
+    loaded = []
+    for result in results or []:
+        if result.get("skipped") or result.get("rc") == LAUNCHCTL_NO_DOMAIN:
+            continue
+        target = str(result.get("item", ""))
+        if launchd_service(result, target.rsplit("/", 1)[-1])["loaded"]:
+            loaded.append(target)
+    return loaded
 
 
 def macos_swap(stdout):
@@ -93,6 +185,8 @@ class FilterModule:
     def filters(self):
         return {
             "launchd_job": launchd_job,
+            "launchd_loaded": launchd_loaded,
+            "launchd_service": launchd_service,
             "macos_swap": macos_swap,
             "python_version_problems": python_version_problems,
         }

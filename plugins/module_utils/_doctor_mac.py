@@ -22,14 +22,17 @@ def _last_log_line(mlx):
 
 
 def check_mlx_agent(doc):
-    """launchd has vllm-mlx's agent loaded, and its process runs."""
+    """launchd's system domain has vllm-mlx's LaunchDaemon loaded, and its process runs (the
+    check and the evidence's ``agent`` keep the names they had when it was a LaunchAgent)."""
     mlx = doc["mlx"]
     agent = mlx["agent"]
     label = agent["label"]
     if not agent["installed"]:
-        evidence = "no agent at {}".format(agent["plist"])
+        evidence = "no LaunchDaemon at {}".format(agent["plist"])
     elif not agent["loaded"]:
-        evidence = "{} is there but launchd has no job {}".format(agent["plist"], label)
+        evidence = "{} is there but launchd's system domain has no service {}".format(
+            agent["plist"], label
+        )
     elif not agent["running"]:
         evidence = "launchd has {} loaded without a process, last exit status {}".format(
             label, agent["last_exit_status"]
@@ -45,7 +48,7 @@ def check_mlx_agent(doc):
         doc["host"],
         not agent["running"],
         evidence,
-        "llmfleet up -i INV installs and loads the agent again; llmfleet logs -i INV shows why "
+        "llmfleet up -i INV installs and loads the daemon again; llmfleet logs -i INV shows why "
         "vllm-mlx exited",
     )
 

@@ -2,7 +2,7 @@
 
 ``playbooks/status.yml`` reads each host (the module ``llmfleet.cluster.node_status``, the GPUs'
 free memory, vLLM's health and model, Ray's nodes; on a Mac the mlx_server role's status entry
-point: its launchd agent, health, memory and swap) without changing anything and writes one
+point: its LaunchDaemon, health, memory and swap) without changing anything and writes one
 JSON document per host; this module runs it and lays the documents out side by side, a column per
 host.
 """
@@ -253,7 +253,8 @@ def memory_text(document: dict[str, Any]) -> str:
 
 
 def mac_agent_text(document: dict[str, Any]) -> str:
-    """A Mac's vllm-mlx launchd agent: running with its PID, or why not."""
+    """A Mac's vllm-mlx LaunchDaemon (the status document's ``agent``, the name it had when it
+    was a LaunchAgent): running with its PID, or why not."""
     agent = document["mlx"]["agent"]
     name = "{} (launchd)".format(agent["label"])
     if not agent["installed"]:

@@ -140,7 +140,7 @@ def mac_document(**agent: Any) -> dict[str, Any]:
             "time": 1_000_000.0,
             "agent": {"label": "com.llmfleet.vllm-mlx", "installed": True, "loaded": True,
                       "running": True, "pid": 48211, "last_exit_status": 0,
-                      "plist": "/Users/dev/Library/LaunchAgents/com.llmfleet.vllm-mlx.plist",
+                      "plist": "/Library/LaunchDaemons/com.llmfleet.vllm-mlx.plist",
                       **agent},
             "url": "http://127.0.0.1:8000",
             "served_model_name": "qwen2.5-coder-32b",
@@ -155,7 +155,7 @@ def mac_document(**agent: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_a_mac_shows_its_launchd_agent_health_and_swap(screen: Any) -> None:
+def test_a_mac_shows_its_launchdaemon_health_and_swap(screen: Any) -> None:
     result = screen({"mac-studio-1": mac_document()}, [])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())

@@ -1,6 +1,7 @@
-"""The launchd agents of mlx_server and claude_code_router, rendered from the roles'
-templates as a Mac would get them, are valid property lists with the keys launchd needs;
-keys are in their environment and never on a command line."""
+"""The launchd jobs of mlx_server (a LaunchDaemon) and claude_code_router (an agent), rendered
+from the roles' templates as a Mac would get them, are valid property lists with the keys
+launchd needs; keys are never on a command line, and the daemon's not in its environment
+either (anyone may `launchctl print` a system service)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,14 @@ def load(path: Path) -> dict:
     return plist
 
 
-def test_vllm_mlx_agent(rendered: Path) -> None:
+def test_vllm_mlx_daemon(rendered: Path) -> None:
     plist = load(rendered / "vllm-mlx.plist")
-    assert set(plist) >= LAUNCHD_KEYS
+    assert set(plist) >= LAUNCHD_KEYS | {"UserName", "WorkingDirectory"}
     assert plist["Label"] == "com.llmfleet.vllm-mlx"
+    # A daemon runs as root unless UserName says otherwise; GroupName left out is the
+    # user's primary group.
+    assert plist["UserName"] == "dev" and "GroupName" not in plist
+    assert plist["WorkingDirectory"] == HOME
     assert plist["RunAtLoad"] is True and plist["KeepAlive"] is True
     venv = f"{HOME}/.local/share/llmfleet/vllm-mlx"
     argv = plist["ProgramArguments"]
@@ -79,10 +84,12 @@ def test_vllm_mlx_agent(rendered: Path) -> None:
     assert pairs["--served-model-name"] == "qwen2.5-coder-32b"
     assert pairs["--tool-call-parser"] == "hermes"
     assert "--enable-auto-tool-choice" in argv and "--continuous-batching" in argv
-    assert "--api-key" not in argv and "mlx-secret" not in argv
+    assert "--api-key" not in argv
+    assert "mlx-secret" not in (rendered / "vllm-mlx.plist").read_text()
     env = plist["EnvironmentVariables"]
-    assert env["VLLM_MLX_API_KEY"] == "mlx-secret"
+    assert env["VLLM_MLX_API_KEY_FILE"] == f"{HOME}/.config/llmfleet/vllm-mlx.key"
     assert env["HF_HOME"] == "/Volumes/models/hf" and env["HOME"] == HOME
+    assert env["USER"] == env["LOGNAME"] == "dev"
     assert plist["StandardOutPath"] == f"{HOME}/Library/Logs/llmfleet/vllm-mlx.log"
     assert plist["StandardErrorPath"] == plist["StandardOutPath"]
 
@@ -118,16 +125,19 @@ def test_the_launcher_hands_the_key_to_vllm_mlx_but_not_to_ps(
     rendered: Path, tmp_path: Path
 ) -> None:
     """The launcher with a stand-in vllm_mlx.cli that reports what it received and what
-    the process's command line (what ps shows) holds."""
+    the process's command line (what ps shows) holds; the key comes from the file the
+    daemon's environment names."""
     stand_in_vllm_mlx(
         tmp_path,
         "import json, os, sys\n"
         "def main():\n"
         "    cmdline = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
         "    print(json.dumps({'argv': sys.argv[1:], 'cmdline': [c.decode() for c in cmdline if c],"
-        " 'env_key': os.environ.get('VLLM_MLX_API_KEY')}))\n"
+        " 'env_key': os.environ.get('VLLM_MLX_API_KEY_FILE')}))\n"
         "    return 0\n",
     )
+    key_file = tmp_path / "vllm-mlx.key"
+    key_file.write_text("mlx-secret\n")
     proc = subprocess.run(
         [
             sys.executable,
@@ -141,14 +151,36 @@ def test_the_launcher_hands_the_key_to_vllm_mlx_but_not_to_ps(
         text=True,
         timeout=60,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(tmp_path), "VLLM_MLX_API_KEY": "mlx-secret"},
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "VLLM_MLX_API_KEY_FILE": str(key_file)},
     )
     stamped = container_time(proc.stdout.strip())
     assert stamped is not None, proc.stdout
     seen = json.loads(stamped[1])
     assert seen["argv"] == ["serve", "some/model", "--port", "8003", "--api-key", "mlx-secret"]
     assert "mlx-secret" not in " ".join(seen["cmdline"])
-    assert seen["env_key"] is None, "the key stays in the environment of vllm-mlx's children"
+    assert seen["env_key"] is None, "vllm-mlx's children are not told where the key is"
+
+
+@pytest.mark.parametrize("content", [None, ""], ids=["missing", "empty"])
+def test_the_launcher_stops_rather_than_serve_without_its_key(
+    rendered: Path, tmp_path: Path, content: str | None
+) -> None:
+    """A key file that cannot be read (or is empty) would serve the LAN without a key: the
+    launcher exits, and its log says why."""
+    stand_in_vllm_mlx(tmp_path, "def main():\n    print('serving')\n    return 0\n")
+    key_file = tmp_path / "vllm-mlx.key"
+    if content is not None:
+        key_file.write_text(content)
+    proc = subprocess.run(
+        [sys.executable, str(rendered / "llmfleet-vllm-mlx"), "serve", "some/model"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "VLLM_MLX_API_KEY_FILE": str(key_file)},
+    )
+    assert proc.returncode == 1 and "serving" not in proc.stdout
+    assert str(key_file) in proc.stderr
 
 
 def test_every_line_the_launcher_passes_on_starts_with_its_time(

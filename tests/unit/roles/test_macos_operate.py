@@ -1,12 +1,15 @@
 """`llmfleet status`, `logs`, `doctor` and `down` on a Mac Studio, through the CLI and the real
 playbooks, on this Linux machine standing in for the Mac: the connection is local, the home
-folder is a temporary one, and macOS's launchctl and sysctl are stand-ins (macos_tools/: the
-jobs launchd has loaded are a file's lines, as `launchctl list` prints them). vllm-mlx is a
-small HTTP server answering /health and /v1/models with the key, and its log a file its
-launcher would have written. What a real Mac adds (launchd itself, MLX) is not here."""
+folder and the daemons' folder are temporary ones, and macOS's launchctl, sudo and sysctl are
+stand-ins (macos_tools/: the services launchd has loaded are a file's lines, by domain; the
+system domain takes root, which the sudo stand-in gives). vllm-mlx is a small HTTP server
+answering /health and /v1/models with the key, and its log a file its launcher would have
+written. What a real Mac adds (launchd itself, MLX) is not here."""
 
 from __future__ import annotations
 
+import getpass
+import grp
 import http.server
 import json
 import os
@@ -58,16 +61,27 @@ class VllmMlx(http.server.BaseHTTPRequestHandler):
 class Mac:
     inventory: Path
     home: Path
+    daemons: Path
     jobs: Path
     env: dict[str, str]
 
     @property
     def plist(self) -> Path:
-        return self.home / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+        return self.daemons / f"{LABEL}.plist"
+
+    @property
+    def key_file(self) -> Path:
+        return self.home / ".config" / "llmfleet" / "vllm-mlx.key"
 
     def llmfleet(self, *args: str) -> subprocess.CompletedProcess[str]:
+        # What this machine cannot have: /Library/LaunchDaemons, root:wheel.
+        machine = {
+            "__mlx_server_daemon_dir": str(self.daemons),
+            "__mlx_server_plist_owner": getpass.getuser(),
+            "__mlx_server_plist_group": grp.getgrgid(os.getgid()).gr_name,
+        }
         return subprocess.run(
-            ["llmfleet", *args, "-i", str(self.inventory)],
+            ["llmfleet", *args, "-i", str(self.inventory), "-e", json.dumps(machine)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -81,16 +95,20 @@ class Mac:
 def mac(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mac]:
     root = tmp_path_factory.mktemp("mac")
     home = root / "Users" / "dev"
-    (home / "Library" / "LaunchAgents").mkdir(parents=True)
     (home / "Library" / "Logs" / "llmfleet").mkdir(parents=True)
-    with (home / "Library" / "LaunchAgents" / f"{LABEL}.plist").open("wb") as handle:
+    (home / ".config" / "llmfleet").mkdir(parents=True)
+    (home / ".config" / "llmfleet" / "vllm-mlx.key").write_text(KEY + "\n")
+    daemons = root / "Library" / "LaunchDaemons"
+    daemons.mkdir(parents=True)
+    plist = daemons / f"{LABEL}.plist"
+    with plist.open("wb") as handle:
         plistlib.dump({"Label": LABEL, "ProgramArguments": ["/usr/bin/true"]}, handle)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     (home / "Library" / "Logs" / "llmfleet" / "vllm-mlx.log").write_text(
         f"2020-01-01T00:00:00.000000Z INFO an old start\n{now} INFO Uvicorn running on port\n"
     )
     jobs = root / "launchd-jobs"
-    jobs.write_text(f"4242\t0\t{LABEL}\n")
+    jobs.write_text(f"system\t{LABEL}\t4242\t-\t{plist}\n")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), VllmMlx)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     inventory = root / "inventory"
@@ -106,15 +124,16 @@ def mac(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mac]:
     (inventory / "hosts.yml").write_text(
         yaml.safe_dump({"all": {"children": {"mac_studios": {"hosts": {"mac-studio-1": host}}}}})
     )
-    env = {
-        **os.environ,
+    env = {key: value for key, value in os.environ.items() if key != "MACOS_STAND_IN_ROOT"}
+    env |= {
         "PATH": f"{HERE / 'macos_tools'}{os.pathsep}{os.environ['PATH']}",
-        # community.general.launchd looks for the agent under $HOME/Library/LaunchAgents.
         "HOME": str(home),
         "LAUNCHCTL_JOBS": str(jobs),
         "LLMFLEET_HOME": str(ROOT),
+        # Tests run as root too: sudo to root is then skipped unless Ansible is told not to.
+        "ANSIBLE_BECOME_ALLOW_SAME_USER": "true",
     }
-    yield Mac(inventory, home, jobs, env)
+    yield Mac(inventory, home, daemons, jobs, env)
     server.shutdown()
 
 
@@ -125,7 +144,9 @@ def status(mac: Mac) -> dict:
     return json.loads(proc.stdout)["hosts"]["mac-studio-1"]
 
 
-def test_status_reads_the_agent_health_models_memory_and_swap(mac: Mac) -> None:
+def test_status_reads_the_daemon_health_models_memory_and_swap(mac: Mac) -> None:
+    """Read from `launchctl print system/LABEL`, without sudo: anyone may query the system
+    domain."""
     found = status(mac)
     assert found["platform"] == "macos"
     mlx = found["mlx"]
@@ -133,8 +154,10 @@ def test_status_reads_the_agent_health_models_memory_and_swap(mac: Mac) -> None:
         "label": LABEL,
         "loaded": True,
         "running": True,
+        "state": "running",
         "pid": 4242,
-        "last_exit_status": 0,
+        "last_exit_status": None,
+        "service": f"system/{LABEL}",
         "plist": str(mac.plist),
         "installed": True,
     }
@@ -166,12 +189,15 @@ def test_doctor_checks_the_mac_with_its_own_checks(mac: Mac) -> None:
     assert found == {"mlx_agent": "ok", "mlx_api": "ok", "mlx_swap": "ok"}
 
 
-def test_down_unloads_the_agent_and_removes_its_plist_then_changes_nothing(mac: Mac) -> None:
+def test_down_boots_the_daemon_out_and_removes_its_plist_and_key_then_changes_nothing(
+    mac: Mac,
+) -> None:
     proc = mac.llmfleet("down", "--plain")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert not mac.plist.exists()
+    assert not mac.plist.exists() and not mac.key_file.exists()
     assert LABEL not in mac.jobs.read_text()
-    assert changed_on_the_mac(proc.stdout) == 2, proc.stdout[-3000:]
+    # launchctl bootout system/LABEL, the plist, the key file.
+    assert changed_on_the_mac(proc.stdout) == 3, proc.stdout[-3000:]
     again = mac.llmfleet("down", "--plain")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert changed_on_the_mac(again.stdout) == 0, again.stdout[-3000:]

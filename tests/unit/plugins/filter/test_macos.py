@@ -1,4 +1,5 @@
-"""Parsers of launchctl list and sysctl vm.swapusage, on what a Mac Studio prints."""
+"""Parsers of launchctl print, launchctl list and sysctl vm.swapusage, on what a Mac Studio
+prints."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.macos import (
     FilterModule,
     launchd_job,
+    launchd_loaded,
+    launchd_service,
     macos_swap,
     python_version_problems,
 )
@@ -47,6 +50,102 @@ def test_a_job_launchd_does_not_list_is_not_loaded() -> None:
     assert launchd_job("1\t0\tcom.llmfleet.vllm-mlx-old\n", LABEL)["loaded"] is False
 
 
+# `launchctl print system/com.llmfleet.vllm-mlx` of a running LaunchDaemon, as macOS 15 prints
+# it (shortened): nested blocks carry "=>" pairs and values that must not be read as the
+# service's own.
+PRINT_RUNNING = """system/com.llmfleet.vllm-mlx = {
+\tactive count = 1
+\tpath = /Library/LaunchDaemons/com.llmfleet.vllm-mlx.plist
+\ttype = LaunchDaemon
+\tstate = running
+
+\tprogram = /Users/dev/.local/share/llmfleet/vllm-mlx/bin/python
+\targuments = {
+\t\t/Users/dev/.local/share/llmfleet/vllm-mlx/bin/python
+\t\tserve
+\t}
+
+\tworking directory = /Users/dev
+\tstdout path = /Users/dev/Library/Logs/llmfleet/vllm-mlx.log
+\tenvironment = {
+\t\tHOME => /Users/dev
+\t\tpid = 99
+\t}
+
+\tdomain = system
+\tusername = dev
+\truns = 2
+\tpid = 48211
+\timmediate reason = speculative
+\tlast exit code = (never exited)
+}
+"""
+
+
+def printed(stdout: str, rc: int = 0, stderr: str = "", item: str = "") -> dict:
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "item": item}
+
+
+def test_a_running_service_from_launchctl_print() -> None:
+    assert launchd_service(printed(PRINT_RUNNING), LABEL) == {
+        "label": LABEL,
+        "loaded": True,
+        "running": True,
+        "state": "running",
+        "pid": 48211,
+        "last_exit_status": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("lines", "status"),
+    [
+        ("\tlast exit code = 1\n", 1),
+        ("\tlast exit code = 78: EX_CONFIG\n", 78),
+        ("\tlast exit code = 0\n", 0),
+        ("\tlast exit code = (never exited)\n", None),
+        ("\tlast exit code = 0\n\tlast terminating signal = Killed: 9\n", -9),
+    ],
+)
+def test_a_loaded_service_without_a_process_keeps_how_it_last_ended(
+    lines: str, status: int
+) -> None:
+    text = f"system/{LABEL} = {{\n\tstate = not running\n\truns = 3\n{lines}}}\n"
+    service = launchd_service(printed(text), LABEL)
+    assert (service["loaded"], service["running"], service["state"]) == (True, False, "not running")
+    assert (service["pid"], service["last_exit_status"]) == (None, status)
+
+
+def test_a_service_the_domain_does_not_have_is_not_loaded() -> None:
+    missing = printed("", 113, f'Could not find service "{LABEL}" in domain for system')
+    assert launchd_service(missing, LABEL) == {
+        "label": LABEL,
+        "loaded": False,
+        "running": False,
+        "state": None,
+        "pid": None,
+        "last_exit_status": None,
+    }
+
+
+def test_launchctl_that_could_not_answer_is_an_error_not_a_service_missing() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"rc 1\): Operation not permitted"):
+        launchd_service(printed("", 1, "Operation not permitted\n"), LABEL)
+
+
+def test_the_loaded_targets_are_those_launchctl_printed() -> None:
+    gui, user = f"gui/501/{LABEL}", f"user/501/{LABEL}"
+    text = f"{gui} = {{\n\tstate = running\n\tpid = 612\n}}\n"
+    results = [printed(text, item=gui), printed("", 113, "Could not find service", item=user)]
+    assert launchd_loaded(results) == [gui]
+    assert launchd_loaded([printed("", 113, item=gui), printed("", 113, item=user)]) == []
+    # Nobody logged in at the screen: no gui/ domain. A skipped item (no old plist): nothing.
+    no_domain = printed("", 112, "Could not find domain for port", item=gui)
+    assert launchd_loaded([no_domain, {"skipped": True, "item": user}]) == []
+    with pytest.raises(AnsibleFilterError, match="rc 1"):
+        launchd_loaded([printed("", 1, "Operation not permitted", item=gui)])
+
+
 @pytest.mark.parametrize(
     ("text", "total", "used"),
     [
@@ -68,7 +167,13 @@ def test_swap_usage_that_is_not_one_names_what_it_read() -> None:
 
 
 def test_the_filters_are_registered() -> None:
-    assert set(FilterModule().filters()) == {"launchd_job", "macos_swap", "python_version_problems"}
+    assert set(FilterModule().filters()) == {
+        "launchd_job",
+        "launchd_loaded",
+        "launchd_service",
+        "macos_swap",
+        "python_version_problems",
+    }
 
 
 def ran(stdout: str, rc: int = 0, stderr: str = "") -> dict:

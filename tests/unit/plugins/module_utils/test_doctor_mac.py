@@ -23,7 +23,7 @@ def healthy_mac() -> dict[str, Any]:
         "mlx": {
             "agent": {"label": "com.llmfleet.vllm-mlx", "installed": True, "loaded": True,
                       "running": True, "pid": 48211, "last_exit_status": 0,
-                      "plist": "/Users/dev/Library/LaunchAgents/com.llmfleet.vllm-mlx.plist"},
+                      "plist": "/Library/LaunchDaemons/com.llmfleet.vllm-mlx.plist"},
             "url": "http://127.0.0.1:8000",
             "served_model_name": "qwen2.5-coder-32b",
             "health": 200,
@@ -65,11 +65,19 @@ def test_a_mixed_inventory_judges_each_host_by_its_own_checks() -> None:
             "loaded without a process, last exit status 1; its log ends: "
             "2026-11-24T10:00:00.000000Z ValueError: model not found",
         ),
-        ("mlx_agent", {"loaded": False, "running": False}, "launchd has no job"),
-        ("mlx_agent", {"installed": False, "loaded": False, "running": False}, "no agent at"),
+        (
+            "mlx_agent",
+            {"loaded": False, "running": False},
+            "launchd's system domain has no service com.llmfleet.vllm-mlx",
+        ),
+        (
+            "mlx_agent",
+            {"installed": False, "loaded": False, "running": False},
+            "no LaunchDaemon at",
+        ),
     ],
 )
-def test_an_agent_that_does_not_run_says_why(check: str, change: dict, evidence: str) -> None:
+def test_a_daemon_that_does_not_run_says_why(check: str, change: dict, evidence: str) -> None:
     mac = healthy_mac()
     mac["mlx"]["agent"].update(change)
     (problem,) = [item for item in doctor.findings([mac]) if item["status"] == "problem"]
