@@ -21,7 +21,7 @@ def packages_missing(dpkg_stdout, wanted):
         raise AnsibleFilterError(f"wanted must be a list of package names, got {wanted!r}")
     installed = set()
     for line in str(dpkg_stdout or "").splitlines():
-        name, _, status = line.partition("\t")
+        name, _tab, status = line.partition("\t")
         if len(status) >= 2 and status[1] == INSTALLED_STATE:
             # ${Package} has no architecture; ${binary:Package} would add ":arm64"
             installed.add(name.strip().split(":", 1)[0])

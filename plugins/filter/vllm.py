@@ -311,7 +311,7 @@ def _version_key(version):
     """A version's release numbers for ordering (``'0.0.14'`` -> (0, 0, 14)); what follows
     the first part that is not a number is ignored."""
     key = []
-    for part in str(version).split("+")[0].split("."):
+    for part in str(version).split("+", maxsplit=1)[0].split("."):
         digits = re.match(r"^\d+", part)
         if not digits:
             break

@@ -20,7 +20,7 @@ description:
     C(torch), C(fastsafetensors), C(flashinfer-python) and where C(python3), C(ray), C(vllm) and
     C(pkill) are on the image's C(PATH). No GPU is given; nothing is imported but the standard
     library.
-  - The answer is kept in O(cache_dir), one file per image ID (and mounts): a later run with the
+  - The answer is kept in O(cache_dir), one file per image ID (and mounts), so a later run with the
     same image reads it and starts no container.
   - An image that cannot run the script (no C(python3), another architecture) is no failure of
     the module - RV(contents) holds the C(error) and nothing is kept, so the next run looks

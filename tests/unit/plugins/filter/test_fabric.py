@@ -206,9 +206,10 @@ ACTIVE = {"code": 4, "name": "ACTIVE"}
 DOWN = {"code": 1, "name": "DOWN"}
 
 
-def rdma_device(netdev: str, state: dict = ACTIVE, link_layer: str = "Ethernet") -> dict:
+def rdma_device(netdev: str, state: dict | None = None, link_layer: str = "Ethernet") -> dict:
     """One device as ``llmfleet.cluster.rdma_devices`` reports it (the fields judged)."""
-    return {"netdevs": [netdev], "ports": {"1": {"state": state, "link_layer": link_layer}}}
+    port = {"state": state or ACTIVE, "link_layer": link_layer}
+    return {"netdevs": [netdev], "ports": {"1": port}}
 
 
 RDMA = {

@@ -66,7 +66,7 @@ def test_unified_memory_counts_cuda_memory_and_the_cpu_side(tmp_path: Path) -> N
         ("vLLM", 612 * mib + (1_258_291 + 2_202_009) * kib),
         ("Ray", 90931 * mib + (1_992_294 + 12_288) * kib),
     ]
-    assert gpus[0]["held"] == sum(held for _, held in gpus[0]["held_by"])
+    assert gpus[0]["held"] == sum(held for _holder, held in gpus[0]["held_by"])
 
 
 def test_our_ray_node_counts_its_busy_workers_only(tmp_path: Path) -> None:
