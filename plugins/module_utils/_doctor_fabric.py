@@ -180,39 +180,80 @@ def check_link_rate(docs):
     return findings
 
 
+GID_PROCESSES = (("vllm", "vLLM"), ("raylet", "raylet"))
+
+
+def _gid_index_holders(doc):
+    """Where an NCCL_IB_GID_INDEX of the host is: pinned in the environment file, and in the
+    environment each running vLLM and raylet (Ray's workers inherit it) started with; the
+    wrapper of role nccl_env exports it at each start. ``(label, value, pinned)`` triples, and
+    the processes whose environment could not be read."""
+    holders, unread = [], []
+    pinned = (doc.get("nccl_env") or {}).get("NCCL_IB_GID_INDEX")
+    if pinned is not None:
+        holders.append(
+            ("NCCL_IB_GID_INDEX={} pinned in the environment file".format(pinned), pinned, True)
+        )
+    for name, label in GID_PROCESSES:
+        for process in host_processes(doc, name):
+            environ = process.get("environ")
+            if environ is None:
+                unread.append(f"{label} pid {process['pid']}")
+            elif environ.get("NCCL_IB_GID_INDEX") is not None:
+                value = environ["NCCL_IB_GID_INDEX"]
+                holders.append(
+                    (
+                        f"{label} pid {process['pid']} started with NCCL_IB_GID_INDEX={value}",
+                        value,
+                        False,
+                    )
+                )
+    return holders, unread
+
+
 def check_gid_index(docs):
-    """The RoCE GID index NCCL was given is still the one of the fabric address (it moves when
-    addresses come and go, after a reboot)."""
+    """The RoCE GID index NCCL runs with is still the one of the fabric address: the one each
+    running vLLM and raylet started with (the index moves between boots; nccl_env's wrapper
+    reads it at every start), and one the environment file pins."""
     title = "RoCE GID index matches the device"
     findings = []
     for doc in docs:
         if (doc.get("expect") or {}).get("nccl_mode") != "ib":
             continue
-        configured = (doc.get("nccl_env") or {}).get("NCCL_IB_GID_INDEX")
-        current = (doc.get("rdma") or {}).get("gid_index")
-        if configured is None or current is None:
-            findings.append(
-                finding(
-                    "gid_index",
-                    title,
-                    doc["host"],
-                    None,
-                    f"configured {configured}, device {current}",
-                    None,
-                )
+        rdma = doc.get("rdma") or {}
+        current = rdma.get("gid_index")
+        holders, unread = _gid_index_holders(doc)
+        if current is None or not holders:
+            why = (
+                f"{rdma.get('device')} has no RoCE v2 GID now"
+                if current is None
+                else "no running vLLM or raylet carries NCCL_IB_GID_INDEX"
+                + (f" ({', '.join(unread)}: environment unreadable, needs root)" if unread else "")
+                + " and the environment file pins none: NCCL picks the GID itself"
             )
+            findings.append(finding("gid_index", title, doc["host"], None, why, None))
             continue
+        stale = [holder for holder in holders if str(holder[1]) != str(current)]
         findings.append(
             finding(
                 "gid_index",
                 title,
                 doc["host"],
-                str(configured) != str(current),
-                "NCCL_IB_GID_INDEX={} in the environment file; the RoCE v2 GID of the fabric "
-                "address on {} is at index {}".format(
-                    configured, (doc.get("rdma") or {}).get("device"), current
+                bool(stale),
+                "{}; the RoCE v2 GID of the fabric address on {} is at index {}".format(
+                    "; ".join(label for label, _, _ in stale or holders),
+                    rdma.get("device"),
+                    current,
                 ),
-                "llmfleet up -i INV --tags nccl_env detects the index again and restarts vLLM",
+                (
+                    f"set nccl_env_gid_index to auto (or {current}) and run llmfleet up -i INV: "
+                    "the wrapper then reads the index at every start"
+                    if any(pinned for _, _, pinned in stale)
+                    else "restart Ray and the group's vLLM (systemctl restart llmfleet-ray "
+                    "llmfleet-vllm, or restart their containers): nccl_env's wrapper reads the "
+                    "index at each start; units or containers older than the wrapper start "
+                    "through it after llmfleet up -i INV"
+                ),
             )
         )
     return findings

@@ -58,9 +58,18 @@ def test_roce_with_gpudirect_off_on_both_rails(host) -> None:
     assert "NCCL_IB_DISABLE" not in env
 
 
-def test_gid_index_is_the_one_the_device_shows_now(host) -> None:
+def test_gid_index_is_the_one_the_device_shows_at_the_start(host) -> None:
+    """The file carries no index (it moves between boots): the wrapper every unit and
+    container starts through reads it from the device."""
     index = roce_v2_ipv4_index(host, "rocep1s0f1", ADDRESS[host.backend.get_hostname()])
-    assert environment(host)["NCCL_IB_GID_INDEX"] == str(index)
+    assert "NCCL_IB_GID_INDEX" not in environment(host)
+    assert environment(host)["LLMFLEET_SYSFS_ROOT"] == "/run/llmfleet-lab/sysfs"
+    cmd = host.run(
+        "systemd-run --wait --pipe --quiet -p EnvironmentFile=/etc/llmfleet/nccl.env "
+        "/usr/local/libexec/llmfleet/nccl-gid-env sh -c 'echo $NCCL_IB_GID_INDEX'"
+    )
+    assert cmd.rc == 0, cmd.stderr
+    assert cmd.stdout.strip() == str(index)
 
 
 def test_a_systemd_unit_reads_the_file(host) -> None:

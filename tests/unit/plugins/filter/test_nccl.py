@@ -47,6 +47,45 @@ def test_roce_dual_rail_in_the_order_of_the_file() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("sysfs_root", "extra"),
+    [
+        ("/sys", {}),
+        ("/sys/", {}),
+        ("/run/llmfleet-lab/sysfs", {"LLMFLEET_SYSFS_ROOT": "/run/llmfleet-lab/sysfs"}),
+    ],
+)
+def test_an_automatic_gid_index_is_left_to_the_start_of_each_process(sysfs_root, extra) -> None:
+    """The index moves between boots: under auto the environment a unit or a container keeps
+    carries none (llmfleet-nccl-gid-env reads it at every start), only where to read it."""
+    env = nccl_environment(
+        MODE_VARS,
+        "ib",
+        IFACE,
+        "192.168.100.11",
+        ib_devices=["rocep1s0f1"],
+        gid_index="auto",
+        sysfs_root=sysfs_root,
+    )
+    assert "NCCL_IB_GID_INDEX" not in env
+    assert env["NCCL_IB_HCA"] == "=rocep1s0f1:1"
+    assert {k: v for k, v in env.items() if k == "LLMFLEET_SYSFS_ROOT"} == extra
+
+
+def test_a_pinned_index_stays_in_the_environment_and_needs_no_sysfs() -> None:
+    env = nccl_environment(
+        MODE_VARS,
+        "ib",
+        IFACE,
+        "192.168.100.11",
+        ib_devices=["rocep1s0f1"],
+        gid_index="5",
+        sysfs_root="/run/llmfleet-lab/sysfs",
+    )
+    assert env["NCCL_IB_GID_INDEX"] == "5"
+    assert "LLMFLEET_SYSFS_ROOT" not in env
+
+
 def test_sockets_leave_the_rdma_devices_out_and_extra_wins_last() -> None:
     env = nccl_environment(
         MODE_VARS,

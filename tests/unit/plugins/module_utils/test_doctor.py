@@ -13,10 +13,12 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils import _doctor as
 GIB = 1 << 30
 NETDEVS = ("enp1s0f1np1", "enP2p1s0f1np1")
 FABRIC_ENVIRON = {"NCCL_SOCKET_IFNAME": NETDEVS[0], "GLOO_SOCKET_IFNAME": NETDEVS[0]}
+# What nccl_env's wrapper exported at the start of vLLM and Ray (nccl_env_gid_index auto).
+GID_ENVIRON = {"NCCL_IB_GID_INDEX": "3"}
 
 
 def healthy_host(host: str, rank: int) -> dict[str, Any]:
-    environ = dict(FABRIC_ENVIRON)
+    environ = {**FABRIC_ENVIRON, **GID_ENVIRON}
     return {
         "host": host,
         "group": ["spark-1", "spark-2"],
@@ -53,7 +55,7 @@ def healthy_host(host: str, rank: int) -> dict[str, Any]:
                     {
                         "pid": 50,
                         "cmdline": "raylet --node_ip_address=x",
-                        "environ": {"RAY_memory_usage_threshold": "0.97"},
+                        "environ": {"RAY_memory_usage_threshold": "0.97", **GID_ENVIRON},
                     }
                 ],
             },
@@ -73,7 +75,8 @@ def healthy_host(host: str, rank: int) -> dict[str, Any]:
             "generation": {"status": 200, "error": None} if rank == 0 else None,
         },
         "ray": {"ok": True, "nodes": 2, "expected": 2, "object_store_bytes": 2 * GIB},
-        "nccl_env": {"NCCL_IB_GID_INDEX": "3"},
+        # The environment file pins no index (nccl_env_gid_index auto).
+        "nccl_env": {},
         "rdma": {"gid_index": 3, "device": "rocep1s0f1"},
         "traffic": {"moved_bytes": 1 << 20},
         "clock": {"node": 1000.2, "before": 1000.0, "after": 1000.4},
@@ -130,7 +133,8 @@ BROKEN: dict[str, tuple[Breakage, int, str]] = {
     "rdma_traffic": (_set("traffic.moved_bytes", 8936), 1, "8936 bytes"),
     "peer_links": (_set("node.links.0.mtu", 1500), 1, "MTU 1500 here, 9000 on spark-1"),
     "link_rate": (_set("node.links.1.operstate", "down"), 1, "enP2p1s0f1np1 down (rail down)"),
-    "gid_index": (_set("rdma.gid_index", 5), 1, "NCCL_IB_GID_INDEX=3"),
+    # After a reboot the fabric address's GID moved to 5; Ray on spark-2 started with 3.
+    "gid_index": (_set("rdma.gid_index", 5), 1, "raylet pid 50 started with NCCL_IB_GID_INDEX=3"),
     "swap": (
         _set("node.memory", {"swap_total_bytes": 8 * GIB, "swap_used_bytes": GIB,
                              "swap_devices": ["/swap.img"]}),
@@ -197,3 +201,58 @@ def test_checks_that_do_not_apply_stay_silent_and_missing_evidence_is_skipped() 
     skipped = {f["check"]: f for f in doctor.findings(unread) if f["status"] == "skipped"}
     assert set(skipped) == {"socket_interface", "rdma_traffic"}
     assert "needs root" in skipped["socket_interface"]["evidence"]
+
+
+def gid_finding(doc: dict[str, Any]) -> dict[str, Any]:
+    (found,) = [f for f in doctor.findings([doc]) if f["check"] == "gid_index"]
+    return found
+
+
+def test_the_gid_index_compared_is_the_one_each_process_started_with() -> None:
+    """vLLM started before the reboot's table, raylet after: only vLLM's is stale."""
+    doc = healthy_host("spark-1", 0)
+    doc["rdma"]["gid_index"] = 5
+    doc["node"]["processes"]["raylet"][0]["environ"]["NCCL_IB_GID_INDEX"] = "5"
+    found = gid_finding(doc)
+    assert found["status"] == "problem"
+    assert found["evidence"] == (
+        "vLLM pid 100 started with NCCL_IB_GID_INDEX=3; the RoCE v2 GID of the fabric address"
+        " on rocep1s0f1 is at index 5"
+    )
+    assert "systemctl restart llmfleet-ray llmfleet-vllm" in found["fix"]
+
+    doc["node"]["processes"]["vllm"][0]["environ"]["NCCL_IB_GID_INDEX"] = "5"
+    found = gid_finding(doc)
+    assert found["status"] == "ok"
+    assert "raylet pid 50 started with NCCL_IB_GID_INDEX=5" in found["evidence"]
+
+
+def test_a_pinned_index_the_device_no_longer_has_is_a_problem_of_the_setting() -> None:
+    doc = healthy_host("spark-1", 0)
+    doc["nccl_env"] = {"NCCL_IB_GID_INDEX": "7"}
+    found = gid_finding(doc)
+    assert found["status"] == "problem"
+    assert "NCCL_IB_GID_INDEX=7 pinned in the environment file" in found["evidence"]
+    assert "vLLM pid" not in found["evidence"]
+    assert found["fix"].startswith("set nccl_env_gid_index to auto (or 3)")
+
+
+@pytest.mark.parametrize(
+    ("environ", "gid_index", "evidence"),
+    [
+        ({}, 3, "no running vLLM or raylet carries NCCL_IB_GID_INDEX and the environment file"
+                " pins none: NCCL picks the GID itself"),
+        (None, 3, "(vLLM pid 100, raylet pid 50: environment unreadable, needs root)"),
+        (GID_ENVIRON, None, "rocep1s0f1 has no RoCE v2 GID now"),
+    ],
+)  # fmt: skip
+def test_nothing_to_compare_is_skipped_with_the_reason(
+    environ: dict[str, str] | None, gid_index: int | None, evidence: str
+) -> None:
+    doc = healthy_host("spark-1", 0)
+    for name in ("vllm", "raylet"):
+        doc["node"]["processes"][name][0]["environ"] = environ
+    doc["rdma"]["gid_index"] = gid_index
+    found = gid_finding(doc)
+    assert found["status"] == "skipped"
+    assert evidence in found["evidence"]
