@@ -14,12 +14,24 @@ from .conftest import ROOT, Lab
 from .test_lab_operate import by_place, doctor, status
 
 ARTIFACTS = ROOT / "artifacts" / "bench"
+IN_MAKE_TEST = (
+    "reboot_rank_1",
+    "reboot_rank_0",
+    "sigkill_rank_1",
+    "wedged_rank_0",
+    "link_down_30s",
+    "memory_hog_rank_0",
+)
 
 
 def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_path: Path) -> None:
+    # Both nodes rebooted at once and the Ray head killed run in `make bench` (the whole
+    # matrix): make test keeps the cases of a single node's fault within CI's time.
+    only = [arg for case in IN_MAKE_TEST for arg in ("--case", case)]
     proc = lab.run(
-        "llmfleet", "lab", "faults", "--name", lab.name, "--output", str(tmp_path), timeout=3600
-    )
+        "llmfleet", "lab", "faults", "--name", lab.name, "--output", str(tmp_path), *only,
+        timeout=3600,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     [path] = tmp_path.glob("faults-*.json")
     result = json.loads(path.read_text())
@@ -29,16 +41,7 @@ def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_
     for kept in (path, path.with_suffix(".md")):
         shutil.copy(kept, ARTIFACTS / kept.name)
     cases = {case["name"]: case for case in result["cases"]}
-    assert set(cases) == {
-        "reboot_rank_1",
-        "reboot_rank_0",
-        "reboot_all",
-        "sigkill_rank_1",
-        "wedged_rank_0",
-        "link_down_30s",
-        "ray_head_killed",
-        "memory_hog_rank_0",
-    }
+    assert set(cases) == set(IN_MAKE_TEST)
     for case in cases.values():
         assert case["within_bound"], case
         # Once the heal began, requests meet a refused connection (a gateway sends them to
