@@ -159,20 +159,25 @@ def image_reference_problems(ref, variable, allow_floating=False):
     ]
 
 
+def _launches_that_run(launches, filter_name, fields):
+    """Each launch of ``launches`` that runs here, with its image: a launch without an image
+    or with ``runs`` false is left out; what is not a mapping is refused."""
+    for launch in launches or []:
+        if not isinstance(launch, dict):
+            raise AnsibleFilterError(
+                f"{filter_name}: each launch is a mapping of {fields}; got {launch!r}"
+            )
+        image = str(launch.get("image") or "")
+        if image and boolean(launch.get("runs", True), strict=False):
+            yield launch, image
+
+
 def images_to_pull(launches):
     """The images a host will run, by engine: ``launches`` is a list of
     ``{image, engine, runs}`` (``runs`` false for a launch this host does not make in a
     container); the result maps each engine to its images, each once, in order."""
     pulls = {}
-    for launch in launches or []:
-        if not isinstance(launch, dict):
-            raise AnsibleFilterError(
-                "images_to_pull: each launch is a mapping of image, engine and runs;"
-                f" got {launch!r}"
-            )
-        image = str(launch.get("image") or "")
-        if not image or not boolean(launch.get("runs", True), strict=False):
-            continue
+    for launch, image in _launches_that_run(launches, "images_to_pull", "image, engine and runs"):
         images = pulls.setdefault(str(launch.get("engine") or "docker"), [])
         if image not in images:
             images.append(image)
@@ -188,15 +193,9 @@ def images_to_check(launches, engine):
     ``vllm_options``, ``mounts``) that runs in ``engine``, in order; a launch with the same
     image and needs as an earlier one is left out."""
     checks = []
-    for launch in launches or []:
-        if not isinstance(launch, dict):
-            raise AnsibleFilterError(
-                "images_to_check: each launch is a mapping of image, engine, runs and needs;"
-                f" got {launch!r}"
-            )
-        image = str(launch.get("image") or "")
-        if not image or not boolean(launch.get("runs", True), strict=False):
-            continue
+    for launch, image in _launches_that_run(
+        launches, "images_to_check", "image, engine, runs and needs"
+    ):
         if str(launch.get("engine") or "docker") != engine:
             continue
         needs = launch.get("needs") or {}

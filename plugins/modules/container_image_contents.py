@@ -122,6 +122,9 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents i
 from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
     write_atomically,
 )
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node_status import (  # noqa: E402
+    read_text,
+)
 
 ARGUMENT_SPEC = {
     "image": {"type": "str", "required": True},
@@ -130,14 +133,6 @@ ARGUMENT_SPEC = {
     "cache_dir": {"type": "path", "default": "/var/lib/llmfleet/image-contents"},
 }
 FILE_MODE = "0644"
-
-
-def read_text(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def last_line(text):
