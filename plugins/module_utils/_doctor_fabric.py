@@ -241,14 +241,14 @@ def check_gid_index(docs):
                 doc["host"],
                 bool(stale),
                 "{}; the RoCE v2 GID of the fabric address on {} is at index {}".format(
-                    "; ".join(label for label, _, _ in stale or holders),
+                    "; ".join(holder[0] for holder in stale or holders),
                     rdma.get("device"),
                     current,
                 ),
                 (
                     f"set nccl_env_gid_index to auto (or {current}) and run llmfleet up -i INV: "
                     "the wrapper then reads the index at every start"
-                    if any(pinned for _, _, pinned in stale)
+                    if any(holder[2] for holder in stale)
                     else "restart Ray and the group's vLLM (systemctl restart llmfleet-ray "
                     "llmfleet-vllm, or restart their containers): nccl_env's wrapper reads the "
                     "index at each start; units or containers older than the wrapper start "
