@@ -21,11 +21,10 @@ from tests.unit.plugins.conftest import (
     V1,
     V2,
     V4_100_10,
-    ZERO_GID,
-    atomic_write,
     build_spark,
 )
 from tests.unit.roles.localhost_play import play_on_localhost
+from tests.unit.roles.test_nccl_gid_env import write_table
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[2]
@@ -179,21 +178,13 @@ def test_the_units_environment_follows_the_gid_table_from_one_boot_to_the_next(
         return proc.stdout.strip()
 
     assert start() == "3"
-    pdir = spark.port_dir("rocep1s0f1")
     table = {
         0: (LL_P1S0F1, V1, "enp1s0f1np1"),
         1: (LL_P1S0F1, V2, "enp1s0f1np1"),
         6: (V4_100_10, V1, "enp1s0f1np1"),
         7: (V4_100_10, V2, "enp1s0f1np1"),
     }
-    for index in range(16):
-        gid, gtype, ndev = table.get(index, (ZERO_GID, "", ""))
-        atomic_write(pdir / "gids" / str(index), gid + "\n")
-        for sub, value in (("types", gtype), ("ndevs", ndev)):
-            path = pdir / "gid_attrs" / sub / str(index)
-            if path.is_dir():
-                path.rmdir()
-            atomic_write(path, value + "\n" if value else "")
+    write_table(spark, "rocep1s0f1", table)
     assert start() == "7"
 
 
