@@ -202,14 +202,18 @@ class CounterPump(threading.Thread):
         self.words_per_second = words_per_second
         self.base = spark.counter("rocep1s0f1", "port_xmit_data")
         self.stop = threading.Event()
-        self.writes = 0
+        self.written: list[int] = [self.base]
+
+    @property
+    def writes(self) -> int:
+        return len(self.written) - 1
 
     def run(self) -> None:
         t0 = time.monotonic()
         while not self.stop.wait(0.01):
             value = self.base + int((time.monotonic() - t0) * self.words_per_second)
             self.spark.set_counter("rocep1s0f1", "port_xmit_data", value)
-            self.writes += 1
+            self.written.append(value)
 
 
 def test_end_to_end_sampler_sees_traffic(spark: SparkSysfs) -> None:
@@ -235,8 +239,12 @@ def test_end_to_end_sampler_sees_traffic(spark: SparkSysfs) -> None:
     assert delta % 4 == 0
     assert result["delta"]["port_rcv_data"] == 0
     assert rate == pytest.approx(delta / result["elapsed_seconds"], rel=1e-6)
-    # the pump's rate, within what a busy 2-core machine's scheduling can skew
-    assert rate == pytest.approx(words_per_second * 4, rel=0.25)
+    # The delta is the difference of two values the pump wrote, in bytes (4 per word). Not
+    # the pump's nominal rate: on a busy 2-core machine the pump's thread can miss its ticks
+    # for a good part of the second (281 MB/s read against 500 written, a full make test).
+    written = set(pump.written)
+    assert any(value + delta // 4 in written for value in pump.written), (delta, pump.written)
+    # and not far above the pump's rate (the first read's value may be a few ticks old)
+    assert 0 < rate <= words_per_second * 4 * 1.5
     assert result["rates"]["xmit_gbits_per_second"] == pytest.approx(rate * 8 / 1e9, rel=1e-6)
-    assert result["rates"]["xmit_gbits_per_second"] == pytest.approx(4.0, rel=0.25)
     assert result["rates"]["rcv_gbits_per_second"] == 0.0
