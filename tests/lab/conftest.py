@@ -31,9 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(
         key=lambda item: (
             "site" in getattr(item, "fixturenames", ()),
-            # Last: the switch to the Spark sample's path (Ray in containers, vLLM in the Ray
-            # head container), which no test after it expects.
-            Path(str(item.fspath)).name == "test_lab_ray_path.py",
             Path(str(item.fspath)).name == "test_lab_upgrade.py",
             Path(str(item.fspath)).name == "test_lab_heal.py",
             "down_then_up" in item.name,

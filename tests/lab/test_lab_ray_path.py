@@ -4,15 +4,19 @@ Ray head container with vLLM's Ray executor, tensor parallel 2 across spark-1 an
 (`-e @inventory/lab_paths/ray_container.yml`; the lab's platform plugin gives vLLM's CPU
 build Ray's GPU key, src/llmfleet/lab/assets/image/ray-platform).
 
-On the served lab, after the upgrade tests (vLLM in containers already): the switch serves,
-a second run with the utilization-based memory check changes nothing (Ray's workers hold
-rank 1's memory on spark-2, where no vLLM runs), and a reboot of spark-2 heals by itself.
+On a 2-node lab of its own, served on this path from its first run (as a user's fresh
+Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
+run with the utilization-based memory check changes nothing (Ray's workers hold rank 1's
+memory on spark-2, where no vLLM runs), and a reboot of spark-2 heals by itself. Its
+Claude Code and RDMA results go to folders of their own, as the gateway lab's do.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,10 +24,12 @@ from rich.console import Console
 
 from llmfleet.lab import faults
 
-from .conftest import Lab, changed_counts, run_up
+from .conftest import ROOT, TEST_LAB, Lab, changed_counts, llmfleet, run_up
 from .test_lab_operate import status
 
+RAY_LAB = f"{TEST_LAB}-ray"
 RAY_PATH = ("-e", "@inventory/lab_paths/ray_container.yml")
+ARTIFACTS = ROOT / "artifacts" / "lab-ray"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
 
 
@@ -41,14 +47,35 @@ def chat(lab: Lab) -> dict:
 
 
 @pytest.fixture(scope="module")
-def on_the_ray_path(lab: Lab, site) -> None:
-    up = run_up(lab, *RAY_PATH)
-    assert up.returncode == 0, up.stdout[-6000:]
+def client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ray-client")
 
 
-def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(
-    lab: Lab, on_the_ray_path
-) -> None:
+@pytest.fixture(scope="module")
+def ray_lab(client_dir: Path) -> Iterator[Lab]:
+    """A fresh 2-node lab, served on the Ray path by its first run."""
+    llmfleet("lab", "down", "--name", RAY_LAB)
+    llmfleet("lab", "up", "--name", RAY_LAB)
+    lab = Lab(RAY_LAB)
+    try:
+        up = run_up(lab, *ray_path_args(client_dir))
+        assert up.returncode == 0, up.stdout[-6000:]
+        yield lab
+    finally:
+        llmfleet("lab", "down", "--name", RAY_LAB)
+
+
+def ray_path_args(client_dir: Path) -> tuple[str, ...]:
+    return (
+        *RAY_PATH,
+        "-e", f"llmfleet_artifacts_dir={ARTIFACTS}",
+        "-e", f"claude_code_bin_dir={client_dir / 'bin'}",
+        "-e", f"claude_code_install_dir={client_dir / 'claude-code'}",
+    )  # fmt: skip
+
+
+def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(ray_lab: Lab) -> None:
+    lab = ray_lab
     config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
     assert config["distributed-executor-backend"] == "ray", config
     assert config["tensor-parallel-size"] == 2, config
@@ -82,15 +109,17 @@ def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(
     assert hosts["spark-2"]["ray"]["container"] == "llmfleet-ray", hosts["spark-2"]["ray"]
 
 
-def test_a_second_run_on_the_ray_path_changes_nothing(lab: Lab, on_the_ray_path) -> None:
+def test_a_second_run_on_the_ray_path_changes_nothing(ray_lab: Lab, client_dir: Path) -> None:
+    lab = ray_lab
     # With the utilization check of the lab inventory (0.7 of the node's memory): Ray's
     # workers of this cluster hold rank 1's share on spark-2, where no vLLM runs.
-    again = run_up(lab, *RAY_PATH)
+    again = run_up(lab, *ray_path_args(client_dir))
     assert again.returncode == 0, again.stdout[-6000:]
     assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
 
 
-def test_a_reboot_of_the_ray_worker_node_heals_by_itself(lab: Lab, on_the_ray_path) -> None:
+def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
+    lab = ray_lab
     # spark-2 reboots: its Ray container comes back with Docker, the engine on spark-1 lost
     # its rank 1 and is restarted; no person, no 500 once the heal began.
     fault_lab = faults.Lab(lab.name, Console())
