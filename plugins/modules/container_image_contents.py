@@ -20,8 +20,11 @@ description:
     C(torch), C(fastsafetensors), C(flashinfer-python) and where C(python3), C(ray), C(vllm) and
     C(pkill) are on the image's C(PATH). No GPU is given; nothing is imported but the standard
     library.
-  - The answer is kept in O(cache_dir), one file per image ID (and mounts), so a later run with the
-    same image reads it and starts no container.
+  - The answer is kept in O(cache_dir), one file per image ID and O(mounts) as given, so a later run
+    with the same image reads it and starts no container. A mount whose host path does not exist
+    yet is a folder the roles create later (models, caches; empty or data then, never what the
+    image's Python imports): it is left out of the run but not of the file's name, so the run
+    that creates it does not make the next one look again.
   - An image that cannot run the script (no C(python3), another architecture) is no failure of
     the module - RV(contents) holds the C(error) and nothing is kept, so the next run looks
     again; the caller judges (filter P(llmfleet.cluster.image_contents_problems#filter)).
@@ -166,11 +169,10 @@ def main():
             module.exit_json(changed=False, image_id=None, contents=None, cached=False)
         module.fail_json(msg=f"{engine} has no image {image} to look into: {last_line(err or out)}")
     found_id = image_id(out.strip())
-    volumes = [
-        spec for source, spec in (read_only(m) for m in params["mounts"]) if os.path.exists(source)
-    ]
+    mounts = [read_only(m) for m in params["mounts"]]
+    volumes = [spec for source, spec in mounts if os.path.exists(source)]
     try:
-        path = os.path.join(params["cache_dir"], cache_name(found_id, volumes))
+        path = os.path.join(params["cache_dir"], cache_name(found_id, [s for _, s in mounts]))
     except ContentsError as error:
         module.fail_json(msg=f"{engine}, image {image}: {error}")
     cached = read_cached(read_text(path))

@@ -129,6 +129,25 @@ def test_a_podman_id_and_mounts_that_exist_read_only(
     assert Path(result["path"]).name.startswith(f"{HEX}-")
 
 
+def test_a_mount_created_after_the_first_run_is_the_same_answer(
+    engine: Engine, tmp_path: Path, run_module: RunModule
+) -> None:
+    # A fresh node: the model's folder (a mount of the Ray container) is made later in the
+    # run; the next run found another cache file's name and looked again ("changed" on the
+    # second run of a fresh lab on the Ray path).
+    engine.images({IMAGE: HEX})
+    later = tmp_path / "models"
+    given = args(tmp_path, mounts=[str(later)])
+    rc, first = run_module(container_image_contents, given)
+    assert rc == 0, first
+    assert first["changed"] is True
+    later.mkdir()
+    rc, again = run_module(container_image_contents, given)
+    assert rc == 0, again
+    assert (again["changed"], again["cached"], again["path"]) == (False, True, first["path"])
+    assert len(engine.runs) == 1
+
+
 def test_an_image_without_python3_is_reported_and_not_kept(
     engine: Engine, tmp_path: Path, run_module: RunModule
 ) -> None:
