@@ -105,6 +105,10 @@ def inventory() -> dict:
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     }
     endpoint = hub_endpoint() if hosts else ""
+    # How the lab serves (`llmfleet lab up --path`, a label of its nodes; native for nodes
+    # made before labs had one): group_vars/all/serving_path.yml reads it.
+    paths = {c["Labels"].get("llmfleet.lab.path", "native") for c in containers}
+    path = paths.pop() if len(paths) == 1 else "native"
     # The lab's model has 2 attention heads: tensor parallel 2 at most. Four, six or eight
     # nodes serve as groups of two behind the serving gateway on the first node, as a team
     # runs several Spark pairs; two nodes serve as one group, without a gateway.
@@ -114,7 +118,10 @@ def inventory() -> dict:
         "all": {
             "children": ["sparks", "lab", "gateways", "claude_code_routers", "claude_clients"],
             # Where role model_weights downloads the lab's model from (group_vars/all).
-            "vars": {"model_weights_hub_endpoint": endpoint} if endpoint else {},
+            "vars": {
+                "llmfleet_lab_path": path,
+                **({"model_weights_hub_endpoint": endpoint} if endpoint else {}),
+            },
         },
         "sparks": {"hosts": hosts, "vars": {"llmfleet_group_size": 2} if grouped else {}},
         "lab": {"hosts": hosts},

@@ -140,19 +140,21 @@ def changed_counts(output: str) -> dict[str, int]:
     }
 
 
-def session_lab(name: str) -> Iterator[Lab]:
+def session_lab(name: str, path: str) -> Iterator[Lab]:
     """A lab up for its fixture's scope (the test session, or the bare lab's package), down at
-    its end."""
+    its end, serving on ``path`` (`llmfleet lab up --path`)."""
     # What an interrupted earlier session left (a half-removed lab) must not decide this one.
     llmfleet("lab", "down", "--name", name)
-    llmfleet("lab", "up", "--name", name)
+    llmfleet("lab", "up", "--name", name, "--path", path)
     yield Lab(name)
     llmfleet("lab", "down", "--name", name)
 
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
-    yield from session_lab(TEST_LAB)
+    # The test lab serves natively with the mp executor (the GH200 box's path, which stays
+    # tested here); the Spark sample's path, the lab's default, is test_lab_ray_path.py's.
+    yield from session_lab(TEST_LAB, "native")
 
 
 def run_up(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:

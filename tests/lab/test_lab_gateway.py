@@ -67,7 +67,7 @@ def client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def grouped_lab(client_dir: Path) -> Iterator[Lab]:
     llmfleet("lab", "down", "--name", GATEWAY_LAB)
-    llmfleet("lab", "up", "--name", GATEWAY_LAB, "--nodes", "4")
+    llmfleet("lab", "up", "--name", GATEWAY_LAB, "--nodes", "4", "--path", "native")
     lab = Lab(GATEWAY_LAB)
     try:
         result = run_up(

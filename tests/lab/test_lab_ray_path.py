@@ -1,8 +1,9 @@
-"""The lab on the path the Spark sample renders (inventory/sparks): Ray in a container on
-every node (the node's Docker, its environment given at creation), vLLM started inside the
-Ray head container with vLLM's Ray executor, tensor parallel 2 across spark-1 and spark-2
-(`-e @inventory/lab_paths/ray_container.yml`; the lab's platform plugin gives vLLM's CPU
-build Ray's GPU key, src/llmfleet/lab/assets/image/ray-platform).
+"""The lab on the path the Spark sample renders (inventory/sparks), a 2-node lab's default
+(`llmfleet lab up`, `make demo`): Ray in a container on every node (the node's Docker, its
+environment given at creation), vLLM started inside the Ray head container with vLLM's Ray
+executor, tensor parallel 2 across spark-1 and spark-2 (inventory/lab/group_vars/all/
+serving_path.yml; the lab's platform plugin gives vLLM's CPU build Ray's GPU key,
+src/llmfleet/lab/assets/image/ray-platform).
 
 On a 2-node lab of its own, served on this path from its first run (as a user's fresh
 Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
@@ -28,7 +29,6 @@ from .conftest import ROOT, TEST_LAB, Lab, changed_counts, llmfleet, run_up
 from .test_lab_operate import status
 
 RAY_LAB = f"{TEST_LAB}-ray"
-RAY_PATH = ("-e", "@inventory/lab_paths/ray_container.yml")
 ARTIFACTS = ROOT / "artifacts" / "lab-ray"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
 
@@ -55,19 +55,18 @@ def client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ray_lab(client_dir: Path) -> Iterator[Lab]:
     """A fresh 2-node lab, served on the Ray path by its first run."""
     llmfleet("lab", "down", "--name", RAY_LAB)
-    llmfleet("lab", "up", "--name", RAY_LAB)
+    llmfleet("lab", "up", "--name", RAY_LAB)  # the default path of 2 nodes
     lab = Lab(RAY_LAB)
     try:
-        up = run_up(lab, *ray_path_args(client_dir))
+        up = run_up(lab, *client_args(client_dir))
         assert up.returncode == 0, up.stdout[-6000:]
         yield lab
     finally:
         llmfleet("lab", "down", "--name", RAY_LAB)
 
 
-def ray_path_args(client_dir: Path) -> tuple[str, ...]:
+def client_args(client_dir: Path) -> tuple[str, ...]:
     return (
-        *RAY_PATH,
         "-e", f"llmfleet_artifacts_dir={ARTIFACTS}",
         "-e", f"claude_code_bin_dir={client_dir / 'bin'}",
         "-e", f"claude_code_install_dir={client_dir / 'claude-code'}",
@@ -103,7 +102,7 @@ def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(ray_lab
     assert resources.strip().splitlines()[-1] == "2.0", resources
     assert chat(lab)["choices"], "no answer"
 
-    hosts = status(lab, *RAY_PATH)["hosts"]
+    hosts = status(lab)["hosts"]
     head_layout = hosts["spark-1"]["node"]["layout"]
     assert head_layout["distributed_executor_backend"] == "ray", head_layout
     assert hosts["spark-2"]["ray"]["container"] == "llmfleet-ray", hosts["spark-2"]["ray"]
@@ -113,7 +112,7 @@ def test_a_second_run_on_the_ray_path_changes_nothing(ray_lab: Lab, client_dir: 
     lab = ray_lab
     # With the utilization check of the lab inventory (0.7 of the node's memory): Ray's
     # workers of this cluster hold rank 1's share on spark-2, where no vLLM runs.
-    again = run_up(lab, *ray_path_args(client_dir))
+    again = run_up(lab, *client_args(client_dir))
     assert again.returncode == 0, again.stdout[-6000:]
     assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
 

@@ -35,7 +35,17 @@ from llmfleet.lab.image import (
     node_image_ref,
     runtime_archive,
 )
-from llmfleet.lab.nodes import DEFAULT_LAB, LAB_LABEL, NODE_LABEL, Node, lab_nodes
+from llmfleet.lab.nodes import (
+    DEFAULT_LAB,
+    LAB_LABEL,
+    NODE_LABEL,
+    PATH_LABEL,
+    SERVING_PATHS,
+    Node,
+    default_path,
+    lab_nodes,
+    lab_path,
+)
 
 # Where a node keeps its trust bundle (Debian); the lab mounts this machine's over it.
 NODE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -75,6 +85,8 @@ class LabStatus:
     ssh_known_hosts: str = ""
     # The lab's Hub (the model's source) on the lab network ("" when it does not run).
     hub_url: str = ""
+    # How `llmfleet up` serves on it (nodes.SERVING_PATHS; "" without nodes).
+    path: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -88,7 +100,7 @@ def node_address(subnet: str, index: int) -> str:
     return str(network.network_address + NODE_ADDRESS_OFFSET + index)
 
 
-def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> None:
+def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess, path: str) -> None:
     podman.run(
         "run",
         "-d",
@@ -112,6 +124,8 @@ def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess) -> Non
         f"{NODE_LABEL}={node.hostname}",
         "--label",
         f"llmfleet.lab.index={node.index}",
+        "--label",
+        f"{PATH_LABEL}={path}",
         # Where the inventory finds the key and known hosts that reach this node.
         "--label",
         f"{access.SSH_LABEL}={ssh.folder}",
@@ -186,10 +200,15 @@ def up(
     ports: Sequence[int] = (1,),
     lab: str = DEFAULT_LAB,
     rebuild: bool = False,
+    path: str | None = None,
 ) -> LabStatus:
-    """Build the image if needed, start ``nodes`` nodes and wire the fabric (idempotent)."""
+    """Build the image if needed, start ``nodes`` nodes and wire the fabric (idempotent).
+    ``path``: how the lab serves (SERVING_PATHS; None: the running lab's, or the default
+    for its size)."""
     if nodes < 2:
         raise LabError(f"--nodes {nodes}: a lab needs at least 2 nodes")
+    if path is not None and path not in SERVING_PATHS:
+        raise LabError(f"--path {path}: expected one of {', '.join(SERVING_PATHS)}")
     unknown = sorted(set(ports) - set(CX7_PORTS))
     if unknown:
         raise LabError(f"--ports {unknown}: a Spark has CX7 ports 0 and 1")
@@ -199,6 +218,12 @@ def up(
             f"lab {lab!r} already runs {len(existing)} nodes, not {nodes}",
             hint="`llmfleet lab down` first to change its size",
         )
+    if existing and path is not None and lab_path(existing) != path:
+        raise LabError(
+            f"lab {lab!r} serves on the {lab_path(existing)} path, not {path}",
+            hint="`llmfleet lab down` first to change its path",
+        )
+    path = lab_path(existing) if existing else path or default_path(nodes)
     image = ensure_image(console, rebuild=rebuild)
     stale = {c["Image"] for c in existing} - {image}
     if stale:
@@ -221,7 +246,7 @@ def up(
         for node in members:
             current = by_name.get(node.container)
             if current is None:
-                _create_node(lab, node, image, ssh)
+                _create_node(lab, node, image, ssh, path)
             elif current["State"] != "running":
                 podman.run("start", node.container)
     with console.status("starting the lab's Hub"):
@@ -293,7 +318,8 @@ def _links(container: str) -> list[LinkStatus]:
 
 def status(lab: str = DEFAULT_LAB) -> LabStatus:
     nodes = []
-    for container in lab_nodes(lab):
+    containers = lab_nodes(lab)
+    for container in containers:
         name = container["Names"][0]
         running = container["State"] == "running"
         node = NodeStatus(
@@ -319,4 +345,5 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
         ssh_private_key=str(ssh.private_key) if ssh.private_key.is_file() else "",
         ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
         hub_url=f"http://{hub_address}:{hub.HUB_PORT}" if hub_address else "",
+        path=lab_path(containers) if containers else "",
     )

@@ -57,7 +57,7 @@ DEBOOTSTRAP_PACKAGES = (
 ROOTFS_REPOSITORY = "localhost/llmfleet-lab-rootfs"
 NODE_REPOSITORY = "localhost/llmfleet-lab-node"
 RUNTIME_REPOSITORY = "localhost/llmfleet-lab-runtime"
-# The runtime image's name in each node's Docker (inventory/lab/paths/ray_container.yml).
+# The runtime image's name in each node's Docker (inventory/lab/group_vars/all/serving_path.yml).
 RUNTIME_IMAGE = "localhost/llmfleet-lab/vllm-ray:lab"
 # Where a node finds the archive (llmfleet-lab-images.service loads it at boot).
 NODE_RUNTIME_ARCHIVE = "/usr/local/share/llmfleet-lab/images/vllm-runtime.tar"

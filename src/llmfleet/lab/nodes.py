@@ -11,6 +11,27 @@ from llmfleet.lab.errors import LabError
 DEFAULT_LAB = "llmfleet-lab"
 LAB_LABEL = "llmfleet.lab"
 NODE_LABEL = "llmfleet.lab.node"
+# How the lab serves (its nodes carry it; inventory/lab/nodes.py gives it to the inventory
+# as llmfleet_lab_path): the Spark sample's path, Ray in each node's Docker with vLLM in the
+# Ray head container under the Ray executor, or vLLM natively with the mp executor (the
+# GH200 box's path).
+PATH_LABEL = "llmfleet.lab.path"
+RAY_CONTAINER_PATH = "ray-container"
+NATIVE_PATH = "native"
+SERVING_PATHS = (RAY_CONTAINER_PATH, NATIVE_PATH)
+
+
+def default_path(nodes: int) -> str:
+    """The Spark sample's path for one serving group (2 or 3 nodes); a lab of several groups
+    of two behind the gateway (4, 6 or 8 nodes) serves natively: the lab has not walked
+    several groups on one Ray cluster yet."""
+    return RAY_CONTAINER_PATH if nodes < 4 else NATIVE_PATH
+
+
+def lab_path(containers: list[dict[str, Any]]) -> str:
+    """The serving path of a lab's nodes (native for nodes made before labs had one)."""
+    paths = {c["Labels"].get(PATH_LABEL, NATIVE_PATH) for c in containers}
+    return paths.pop() if len(paths) == 1 else NATIVE_PATH
 
 
 @dataclass(frozen=True)

@@ -19,4 +19,4 @@ BARE_LAB = f"{TEST_LAB}-bare"
 
 @pytest.fixture(scope="package")
 def lab() -> Iterator[Lab]:
-    yield from session_lab(BARE_LAB)
+    yield from session_lab(BARE_LAB, "native")

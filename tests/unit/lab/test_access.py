@@ -9,6 +9,7 @@ from types import ModuleType
 import pytest
 
 from llmfleet.lab import access
+from llmfleet.lab import nodes as lab_nodes
 
 from .file_modules import load_file
 
@@ -85,7 +86,9 @@ def test_a_stopped_node_is_named_and_an_old_node_is_reached_through_podman() -> 
     }
 
 
-def inventory_of(count: int, monkeypatch: pytest.MonkeyPatch) -> dict:
+def inventory_of(
+    count: int, monkeypatch: pytest.MonkeyPatch, path_labels: dict[str, str] | None = None
+) -> dict:
     nodes = lab_inventory()
     containers = [
         {
@@ -94,6 +97,7 @@ def inventory_of(count: int, monkeypatch: pytest.MonkeyPatch) -> dict:
                 "llmfleet.lab.node": f"spark-{index}",
                 "llmfleet.lab.index": str(index),
                 "llmfleet.lab.ssh": "/cache/ssh",
+                **(path_labels or {}),
             },
         }
         for index in range(1, count + 1)
@@ -123,3 +127,25 @@ def test_an_even_lab_of_four_or_more_serves_in_pairs_behind_the_first_node(
     assert inventory["sparks"]["vars"] == {"llmfleet_group_size": 2}
     assert inventory["gateways"]["hosts"] == ["spark-1"]
     assert "gateways" in inventory["all"]["children"]
+
+
+@pytest.mark.parametrize(
+    ("labels", "path"),
+    [
+        ({"llmfleet.lab.path": "ray-container"}, "ray-container"),
+        ({"llmfleet.lab.path": "native"}, "native"),
+        ({}, "native"),  # nodes made before labs had a path
+    ],
+)
+def test_the_inventory_serves_on_the_labs_path(
+    labels: dict[str, str], path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inventory = inventory_of(2, monkeypatch, labels)
+    assert inventory["all"]["vars"]["llmfleet_lab_path"] == path
+
+
+def test_the_inventory_script_and_the_lab_read_the_path_label_alike() -> None:
+    # inventory/lab/nodes.py is standard library only (any Python runs it) and repeats the
+    # label's name and default: both must stay those of llmfleet.lab.nodes.
+    script = (ROOT / "inventory/lab/nodes.py").read_text()
+    assert f'"{lab_nodes.PATH_LABEL}", "{lab_nodes.NATIVE_PATH}"' in script
