@@ -15,6 +15,7 @@ Claude Code and RDMA results go to folders of their own, as the gateway lab's do
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -40,7 +41,8 @@ def chat(lab: Lab) -> dict:
     return json.loads(
         lab.out(
             "spark-1",
-            f"curl -sf -H 'Authorization: Bearer {KEY}' -H 'Content-Type: application/json'"
+            f"curl -sf --max-time 60 -H 'Authorization: Bearer {KEY}'"
+            f" -H 'Content-Type: application/json'"
             f" -d '{body}' http://127.0.0.1:8000/v1/chat/completions",
         )
     )
@@ -131,3 +133,134 @@ def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
     assert result.http_500_after_heal == 0, result
     assert result.heals, result
     assert chat(lab)["choices"], "no answer"
+
+
+# A vLLM that ignores SIGTERM (as one still starting does), inside the Ray head container:
+# the real vLLM, started by a `vllm` first on the container's PATH (the node's /opt/vllm,
+# mounted) that blocks SIGTERM and execs the real one. A blocked signal stays blocked across
+# exec and in every thread and child vLLM starts (uvicorn's handler never runs), so only
+# SIGKILL ends it. The real script moves to bin/real/, so that its command line still holds
+# `vllm serve --config`, what the stop looks for.
+SIGTERM_BLOCKING_VLLM = """#!/opt/vllm/bin/python
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+os.execv("/opt/vllm/bin/real/vllm", ["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
+"""
+
+
+def wait_answering(lab: Lab, seconds: float) -> None:
+    """Until spark-1's API answers a chat request (the probe's verdict may still be the one
+    of before a restart)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if chat(lab)["choices"]:
+                return
+        except AssertionError:
+            pass
+        time.sleep(3)
+    raise AssertionError(f"spark-1 did not answer within {seconds:.0f} s")
+
+
+def vllm_pids(lab: Lab) -> set[str]:
+    """The pids (in the Ray head container) of `vllm serve` processes."""
+    out = lab.sh(
+        "spark-1", "docker exec llmfleet-ray pgrep -f 'vllm serve --config'", check=False
+    ).stdout
+    return set(out.split())
+
+
+def test_a_vllm_that_ignores_sigterm_in_the_ray_head_container_is_killed_and_replaced(
+    ray_lab: Lab,
+) -> None:
+    lab = ray_lab
+    lab.sh(
+        "spark-1",
+        "mkdir -p /opt/vllm/bin/real && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
+        f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{SIGTERM_BLOCKING_VLLM}EOF\n"
+        "chmod 0755 /opt/vllm/bin/vllm",
+    )
+    try:
+        lab.sh("spark-1", "systemctl restart llmfleet-vllm", timeout=300)
+        wait_answering(lab, 300)
+        stubborn = vllm_pids(lab)
+        assert stubborn, "no vllm serve in the Ray head container"
+        # ([r]: the pattern does not match the shell that runs it)
+        blocked = lab.out(
+            "spark-1",
+            "docker exec llmfleet-ray sh -c"
+            " 'grep SigBlk /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
+        )
+        assert int(blocked.split()[-1], 16) & (1 << 14), blocked  # SIGTERM (15) blocked
+        since = lab.out("spark-1", "date '+%Y-%m-%d %H:%M:%S'").strip()
+        # The restart a run or a person makes: systemd stops the exec, the stop script sends
+        # SIGTERM in the container, waits vllm_server_stop_timeout (20 s), then SIGKILL.
+        lab.sh("spark-1", "systemctl restart llmfleet-vllm", timeout=300)
+        journal = lab.out(
+            "spark-1", f"journalctl -u llmfleet-vllm --since '{since}' -o cat --no-pager"
+        )
+        assert (
+            "still running 20 s after SIGTERM (vllm_server_stop_timeout): SIGKILL to" in journal
+        ), journal[-4000:]
+        assert "port 8000 is free" in journal, journal[-4000:]
+        wait_answering(lab, 300)
+        assert vllm_pids(lab) and not vllm_pids(lab) & stubborn, "the old vLLM is still there"
+    finally:
+        lab.sh(
+            "spark-1",
+            "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
+            " && rmdir /opt/vllm/bin/real",
+            check=False,
+        )
+
+
+# spark-1's fabric addresses and the emulated RDMA device of each (fabric.yml).
+FABRIC = {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.11/24"}
+# The emulator rebuilds the GID tables every second (llmfleet-lab-rdmad --state-interval).
+GID_SETTLE_S = 2.5
+
+
+def vllm_gid_index(lab: Lab) -> str:
+    """NCCL_IB_GID_INDEX in the environment of spark-1's `vllm serve` (in the Ray head
+    container), "" when it has none."""
+    environ = lab.out(
+        "spark-1",
+        "docker exec llmfleet-ray sh -c"
+        ' \'tr "\\0" "\\n" < /proc/$(pgrep -of "[v]llm serve --config")/environ\'',
+    )
+    found = [line.split("=", 1)[1] for line in environ.splitlines()
+             if line.startswith("NCCL_IB_GID_INDEX=")]  # fmt: skip
+    return found[0] if found else ""
+
+
+def test_the_gid_index_vllm_starts_with_follows_a_gid_table_that_moved(
+    ray_lab: Lab, client_dir: Path
+) -> None:
+    # Judged as RoCE (NCCL over the emulated RDMA devices): the GID index is read at every
+    # start by nccl_env's wrapper, never pinned into the containers' environment.
+    lab = ray_lab
+    up = run_up(lab, *client_args(client_dir), "-e", "llmfleet_nccl_mode=ib")
+    assert up.returncode == 0, up.stdout[-6000:]
+    wait_answering(lab, 300)
+    assert vllm_gid_index(lab) == "3"  # the fabric address's RoCE v2 entry: slots 2 and 3
+    created = json.loads(lab.out("spark-1", "docker inspect llmfleet-ray"))[0]
+    assert not [e for e in created["Config"]["Env"] if e.startswith("NCCL_IB_GID_INDEX=")]
+    # What a reboot can do: the fabric address comes up after another one, in slots 4 and 5.
+    # vLLM is stopped meanwhile, as across a reboot.
+    lab.sh("spark-1", "systemctl stop llmfleet-vllm", timeout=300)
+    try:
+        for step in ("del {address} dev {netdev}", "add 10.254.{n}.1/32 dev {netdev}",
+                     "add {address} dev {netdev}", "del 10.254.{n}.1/32 dev {netdev}"):  # fmt: skip
+            lab.sh("spark-1", "; ".join(
+                "ip addr " + step.format(address=address, netdev=netdev, n=n)
+                for n, (netdev, address) in enumerate(FABRIC.items())
+            ) + f"; sleep {GID_SETTLE_S}")  # fmt: skip
+        types = lab.out(
+            "spark-1",
+            "cat /run/llmfleet-lab/sysfs/class/infiniband/rocep1s0f1/ports/1/gid_attrs/types/5",
+        )
+        assert types.strip() == "RoCE v2", types
+    finally:
+        lab.sh("spark-1", "systemctl start llmfleet-vllm", timeout=300)
+    wait_answering(lab, 300)
+    assert vllm_gid_index(lab) == "5"

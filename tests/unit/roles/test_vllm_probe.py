@@ -406,6 +406,48 @@ def test_the_memory_guard_kills_vllm_under_the_floor_once_per_interval(guarded, 
     assert probe.guard_memory(meminfo(1)) is False
 
 
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"unit": "llmfleet-vllm.service"},
+         [["systemctl", "kill", "--signal=KILL", "llmfleet-vllm.service"]]),
+        ({"container": "llmfleet-vllm", "engine": "podman"},
+         [["podman", "kill", "--signal", "KILL", "llmfleet-vllm"]]),
+        # vLLM exec'd in the Ray head container: the unit holds only the exec's client, so
+        # vLLM's processes in the container are killed first (else they kept the memory
+        # through the stop's 20 s of grace).
+        ({"unit": "llmfleet-vllm.service",
+          "kill_command": ["llmfleet-vllm-stop", "--container", "llmfleet-ray", "--timeout", "0"]},
+         [["llmfleet-vllm-stop", "--container", "llmfleet-ray", "--timeout", "0"],
+          ["systemctl", "kill", "--signal=KILL", "llmfleet-vllm.service"]]),
+    ],
+)  # fmt: skip
+def test_the_kill_reaches_vllms_processes_where_they_run(
+    config: dict[str, Any], expected: list[list[str]]
+) -> None:
+    calls: list[list[str]] = []
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        return 0, "", ""
+
+    assert probe_script.Supervisor(config, runner).kill() == (True, "")
+    assert calls == expected
+
+
+def test_a_kill_in_the_container_that_fails_is_said_and_goes_no_further() -> None:
+    calls: list[list[str]] = []
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        return 5, "FAILED: cannot ask docker about container llmfleet-ray\n", ""
+
+    config = {"unit": "llmfleet-vllm.service", "kill_command": ["llmfleet-vllm-stop"]}
+    ok, why = probe_script.Supervisor(config, runner).kill()
+    assert (ok, why) == (False, "FAILED: cannot ask docker about container llmfleet-ray")
+    assert calls == [["llmfleet-vllm-stop"]]
+
+
 def test_free_memory_under_the_floor_first_gets_the_page_cache_back(guarded, capsys) -> None:
     """On unified memory the GPU's allocations need free memory: a page cache that ate it is
     dropped (once a minute at most), and nothing is killed while it is still available."""
