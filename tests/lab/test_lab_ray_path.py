@@ -8,8 +8,11 @@ src/llmfleet/lab/assets/image/ray-platform).
 On a 2-node lab of its own, served on this path from its first run (as a user's fresh
 Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
 run with the utilization-based memory check changes nothing (Ray's workers hold rank 1's
-memory on spark-2, where no vLLM runs), and a reboot of spark-2 heals by itself. Its
-Claude Code and RDMA results go to folders of their own, as the gateway lab's do.
+memory on spark-2, where no vLLM runs), a reboot of spark-2 heals by itself, a profile
+change restarts the whole group, a vLLM that ignores SIGTERM is killed and replaced, and the
+GID index vLLM starts with follows a GID table that moved (in that order: each leaves the
+lab serving, the last two changed). Its Claude Code and RDMA results go to folders of their
+own, as the gateway lab's do.
 """
 
 from __future__ import annotations
@@ -46,6 +49,28 @@ def chat(lab: Lab) -> dict:
             f" -d '{body}' http://127.0.0.1:8000/v1/chat/completions",
         )
     )
+
+
+def wait_answering(lab: Lab, seconds: float) -> None:
+    """Until spark-1's API answers a chat request (the probe's verdict may still be the one
+    of before a restart)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if chat(lab)["choices"]:
+                return
+        except AssertionError:
+            pass
+        time.sleep(3)
+    raise AssertionError(f"spark-1 did not answer within {seconds:.0f} s")
+
+
+def vllm_pids(lab: Lab) -> set[str]:
+    """The pids (in the Ray head container) of `vllm serve` processes."""
+    out = lab.sh(
+        "spark-1", "docker exec llmfleet-ray pgrep -f 'vllm serve --config'", check=False
+    ).stdout
+    return set(out.split())
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +160,28 @@ def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
     assert chat(lab)["choices"], "no answer"
 
 
+def ray_worker_pids(lab: Lab) -> set[str]:
+    """The pids (in spark-2's Ray container) of Ray's workers that hold vLLM's rank 1."""
+    out = lab.sh("spark-2", "docker exec llmfleet-ray pgrep -f RayWorkerProc", check=False).stdout
+    return set(out.split())
+
+
+def test_a_profile_change_restarts_the_whole_group(ray_lab: Lab, client_dir: Path) -> None:
+    # Another max_num_seqs: vLLM in the head container starts again with it, and rank 1 (a
+    # Ray worker on spark-2) with it; the group answers after the run.
+    lab = ray_lab
+    before_head, before_worker = vllm_pids(lab), ray_worker_pids(lab)
+    assert before_head and before_worker
+    changed = json.dumps({"vllm_server_profile_overrides": {"max_num_seqs": 4}})
+    up = run_up(lab, *client_args(client_dir), "-e", changed)
+    assert up.returncode == 0, up.stdout[-6000:]
+    config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
+    assert config["max-num-seqs"] == 4, config
+    wait_answering(lab, 300)
+    assert vllm_pids(lab) and not vllm_pids(lab) & before_head, "vLLM did not restart"
+    assert ray_worker_pids(lab) and not ray_worker_pids(lab) & before_worker, "rank 1 did not"
+
+
 # A vLLM that ignores SIGTERM (as one still starting does), inside the Ray head container:
 # the real vLLM, started by a `vllm` first on the container's PATH (the node's /opt/vllm,
 # mounted) that blocks SIGTERM and execs the real one. A blocked signal stays blocked across
@@ -146,28 +193,6 @@ import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 os.execv("/opt/vllm/bin/real/vllm", ["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
 """
-
-
-def wait_answering(lab: Lab, seconds: float) -> None:
-    """Until spark-1's API answers a chat request (the probe's verdict may still be the one
-    of before a restart)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if chat(lab)["choices"]:
-                return
-        except AssertionError:
-            pass
-        time.sleep(3)
-    raise AssertionError(f"spark-1 did not answer within {seconds:.0f} s")
-
-
-def vllm_pids(lab: Lab) -> set[str]:
-    """The pids (in the Ray head container) of `vllm serve` processes."""
-    out = lab.sh(
-        "spark-1", "docker exec llmfleet-ray pgrep -f 'vllm serve --config'", check=False
-    ).stdout
-    return set(out.split())
 
 
 def test_a_vllm_that_ignores_sigterm_in_the_ray_head_container_is_killed_and_replaced(
