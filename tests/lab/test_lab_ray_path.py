@@ -102,6 +102,9 @@ def client_args(client_dir: Path) -> tuple[str, ...]:
 
 def test_vllm_serves_inside_the_ray_head_container_with_the_ray_executor(ray_lab: Lab) -> None:
     lab = ray_lab
+    # The path of a 2-node lab unless told otherwise, kept on its nodes.
+    lab_status = json.loads(llmfleet("lab", "status", "--json", "--name", lab.name))
+    assert lab_status["serving_path"] == "ray-container", lab_status
     config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
     assert config["distributed-executor-backend"] == "ray", config
     assert config["tensor-parallel-size"] == 2, config

@@ -75,7 +75,9 @@ def _print_status(status: cluster.LabStatus) -> None:
     if not status.nodes:
         console.print(f"lab {status.lab!r}: no nodes (start it with `llmfleet lab up`)")
         return
-    table = Table(title=f"lab {status.lab} (serving path: {status.path})", title_justify="left")
+    table = Table(
+        title=f"lab {status.lab} (serving path: {status.serving_path})", title_justify="left"
+    )
     for column in ("node", "container", "state", "systemd", "management", "CX7 links"):
         table.add_column(column)
     for node in status.nodes:
@@ -141,13 +143,14 @@ def up(
         str, typer.Option(help="CX7 ports to cable, comma-separated: 1, or 0,1.")
     ] = "1",
     rebuild: Annotated[bool, typer.Option(help="Rebuild the node image first.")] = False,
-    path: Annotated[
+    serving_path: Annotated[
         str | None,
         typer.Option(
+            "--path",
             help="How `llmfleet up` serves on this lab: ray-container (the Spark sample's"
             " path: vLLM in the Ray head container, Ray executor) or native (vLLM under"
             " systemd, mp executor: the GH200 box's path). Default: ray-container for 2-3"
-            " nodes, native for the gateway's groups of two (4+ nodes)."
+            " nodes, native for the gateway's groups of two (4+ nodes).",
         ),
     ] = None,
     name: LabOption = DEFAULT_LAB,
@@ -159,7 +162,12 @@ def up(
     port_list = _parse_ports(ports)
     status = _guard(
         lambda: cluster.up(
-            console, nodes=nodes, ports=port_list, lab=name, rebuild=rebuild, path=path
+            console,
+            nodes=nodes,
+            ports=port_list,
+            lab=name,
+            rebuild=rebuild,
+            serving_path=serving_path,
         )
     )
     _print_status(status)

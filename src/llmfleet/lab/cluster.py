@@ -86,7 +86,7 @@ class LabStatus:
     # The lab's Hub (the model's source) on the lab network ("" when it does not run).
     hub_url: str = ""
     # How `llmfleet up` serves on it (nodes.SERVING_PATHS; "" without nodes).
-    path: str = ""
+    serving_path: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -100,7 +100,9 @@ def node_address(subnet: str, index: int) -> str:
     return str(network.network_address + NODE_ADDRESS_OFFSET + index)
 
 
-def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess, path: str) -> None:
+def _create_node(
+    lab: str, node: Node, image: str, ssh: access.LabAccess, serving_path: str
+) -> None:
     podman.run(
         "run",
         "-d",
@@ -125,7 +127,7 @@ def _create_node(lab: str, node: Node, image: str, ssh: access.LabAccess, path: 
         "--label",
         f"llmfleet.lab.index={node.index}",
         "--label",
-        f"{PATH_LABEL}={path}",
+        f"{PATH_LABEL}={serving_path}",
         # Where the inventory finds the key and known hosts that reach this node.
         "--label",
         f"{access.SSH_LABEL}={ssh.folder}",
@@ -200,15 +202,15 @@ def up(
     ports: Sequence[int] = (1,),
     lab: str = DEFAULT_LAB,
     rebuild: bool = False,
-    path: str | None = None,
+    serving_path: str | None = None,
 ) -> LabStatus:
     """Build the image if needed, start ``nodes`` nodes and wire the fabric (idempotent).
-    ``path``: how the lab serves (SERVING_PATHS; None: the running lab's, or the default
-    for its size)."""
+    ``serving_path``: how the lab serves (SERVING_PATHS; None: the running lab's, or the
+    default for its size)."""
     if nodes < 2:
         raise LabError(f"--nodes {nodes}: a lab needs at least 2 nodes")
-    if path is not None and path not in SERVING_PATHS:
-        raise LabError(f"--path {path}: expected one of {', '.join(SERVING_PATHS)}")
+    if serving_path is not None and serving_path not in SERVING_PATHS:
+        raise LabError(f"--path {serving_path}: expected one of {', '.join(SERVING_PATHS)}")
     unknown = sorted(set(ports) - set(CX7_PORTS))
     if unknown:
         raise LabError(f"--ports {unknown}: a Spark has CX7 ports 0 and 1")
@@ -218,12 +220,12 @@ def up(
             f"lab {lab!r} already runs {len(existing)} nodes, not {nodes}",
             hint="`llmfleet lab down` first to change its size",
         )
-    if existing and path is not None and lab_path(existing) != path:
+    if existing and serving_path is not None and lab_path(existing) != serving_path:
         raise LabError(
-            f"lab {lab!r} serves on the {lab_path(existing)} path, not {path}",
+            f"lab {lab!r} serves on the {lab_path(existing)} path, not {serving_path}",
             hint="`llmfleet lab down` first to change its path",
         )
-    path = lab_path(existing) if existing else path or default_path(nodes)
+    serving_path = lab_path(existing) if existing else serving_path or default_path(nodes)
     image = ensure_image(console, rebuild=rebuild)
     stale = {c["Image"] for c in existing} - {image}
     if stale:
@@ -246,7 +248,7 @@ def up(
         for node in members:
             current = by_name.get(node.container)
             if current is None:
-                _create_node(lab, node, image, ssh, path)
+                _create_node(lab, node, image, ssh, serving_path)
             elif current["State"] != "running":
                 podman.run("start", node.container)
     with console.status("starting the lab's Hub"):
@@ -345,5 +347,5 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
         ssh_private_key=str(ssh.private_key) if ssh.private_key.is_file() else "",
         ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
         hub_url=f"http://{hub_address}:{hub.HUB_PORT}" if hub_address else "",
-        path=lab_path(containers) if containers else "",
+        serving_path=lab_path(containers) if containers else "",
     )

@@ -39,10 +39,10 @@ def test_an_unknown_path_or_another_path_for_a_running_lab_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with pytest.raises(LabError, match="--path gpu: expected one of ray-container, native"):
-        cluster.up(Console(), path="gpu")
+        cluster.up(Console(), serving_path="gpu")
     running = [
         {"Names": [f"lab-spark-{i}"], "Labels": {"llmfleet.lab.path": "native"}} for i in (1, 2)
     ]
     monkeypatch.setattr(cluster, "lab_nodes", lambda lab: running)
     with pytest.raises(LabError, match="serves on the native path, not ray-container"):
-        cluster.up(Console(), path="ray-container")
+        cluster.up(Console(), serving_path="ray-container")
