@@ -28,7 +28,7 @@ from rich.console import Console
 
 from llmfleet.lab import cluster, podman
 from llmfleet.lab.errors import LabError
-from llmfleet.lab.nodes import DEFAULT_LAB
+from llmfleet.lab.nodes import DEFAULT_LAB, RAY_CONTAINER_PATH
 
 # inventory/lab/group_vars/all/serving.yml: the lab's own key (not a secret).
 LAB_API_KEY = "llmfleet-lab-key"
@@ -37,6 +37,9 @@ API_PORT = 8000
 PROBE = "/usr/local/sbin/llmfleet-vllm-probe"
 PROBE_CONFIG = "/etc/llmfleet/vllm/probe.json"
 PROBE_STATE = "/var/lib/llmfleet/vllm-probe.json"
+# On the ray-container path (the Spark sample's): each node's Ray container (role ray_node's
+# default name); vLLM runs inside the head's, rank 1 is a Ray worker in spark-2's.
+RAY_CONTAINER = "llmfleet-ray"
 # The lab's vLLM starts in about 40-60 s and warms up in 10-15 s on two shared cores; a node
 # that boots adds its units' start. Serving again within 2 minutes of the node being back is
 # the issue's target for the reboots, a killed rank and a link that comes back.
@@ -129,6 +132,15 @@ class Lab:
     def __init__(self, name: str, console: Console):
         self.name = name
         self.console = console
+        self._serving_path = ""
+
+    @property
+    def on_ray_containers(self) -> bool:
+        """Whether the lab serves on the Spark sample's path (`llmfleet lab up --path`): the
+        ranks and Ray's head are then reached in the nodes' Ray containers."""
+        if not self._serving_path:
+            self._serving_path = cluster.status(self.name).serving_path
+        return self._serving_path == RAY_CONTAINER_PATH
 
     def container(self, node: str) -> str:
         return f"{self.name}-{node}"
@@ -189,7 +201,11 @@ def reboot(*nodes: str) -> Callable[[Lab], float]:
 
 
 def _sigkill_rank_1(lab: Lab) -> float:
-    lab.sh("spark-2", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")
+    if lab.on_ray_containers:
+        # Rank 1 is Ray's worker in spark-2's Ray container (the node sees its processes).
+        lab.sh("spark-2", "pkill --signal KILL -f RayWorkerProc")
+    else:
+        lab.sh("spark-2", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")
     return time.time()
 
 
@@ -207,7 +223,11 @@ def _link_flap(lab: Lab) -> float:
 
 
 def _kill_ray_head(lab: Lab) -> float:
-    lab.sh("spark-1", "systemctl kill --signal=KILL llmfleet-ray")
+    if lab.on_ray_containers:
+        # The head's container, and vLLM with it: Docker starts it again (restart always).
+        lab.sh("spark-1", f"docker kill --signal KILL {RAY_CONTAINER}")
+    else:
+        lab.sh("spark-1", "systemctl kill --signal=KILL llmfleet-ray")
     return time.time()
 
 
@@ -219,7 +239,7 @@ def _kill_ray_head(lab: Lab) -> float:
 # goes with it; it ends by itself after two minutes whatever happens.
 MEMORY_HOG = r"""
 meminfo={meminfo}
-vllm=$(systemctl show -p MainPID --value llmfleet-vllm)
+vllm=$({vllm_pid})
 available=$(awk '/^MemAvailable:/ {{print $2}}' "$meminfo")
 total=$(awk '/^MemTotal:/ {{print $2}}' "$meminfo")
 bytes=$(( (available - total / 100) * 1024 ))
@@ -237,8 +257,18 @@ while True:
 LAB_MEMINFO = "/run/llmfleet-lab/meminfo"
 
 
+# rank 0's `vllm serve`: the unit's main process, or (the ray-container path) the process in
+# the Ray head container as the node sees it (the unit's main process is `docker exec`'s
+# client there, whose command line names `vllm`, not `bin/vllm`).
+VLLM_PID = {
+    False: "systemctl show -p MainPID --value llmfleet-vllm",
+    True: "pgrep -of 'bin/vllm serve --config'",
+}
+
+
 def _memory_hog(lab: Lab) -> float:
-    lab.sh("spark-1", MEMORY_HOG.format(meminfo=LAB_MEMINFO))
+    script = MEMORY_HOG.format(meminfo=LAB_MEMINFO, vllm_pid=VLLM_PID[lab.on_ray_containers])
+    lab.sh("spark-1", script)
     return time.time()
 
 
@@ -271,7 +301,8 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "ray_head_killed",
-        "the Ray head killed (SIGKILL; vLLM runs without Ray here)",
+        "the Ray head killed (SIGKILL: its unit, or on the ray-container path its container,"
+        " vLLM inside)",
         _kill_ray_head,
     ),
     Case(

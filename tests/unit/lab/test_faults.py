@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+from rich.console import Console
+
+from llmfleet.lab import faults
 from llmfleet.lab.faults import Sample, serving_again, settled
 
 
@@ -27,3 +31,53 @@ def test_settled_needs_the_observation_time_and_answers_in_a_row() -> None:
     assert not settled(samples, back_at=100.0, observe_s=30, answers=5)
     assert settled(samples, back_at=100.0, observe_s=5, answers=5)
     assert not settled(stream(200, 200, 200, 200, 0), back_at=100.0, observe_s=1, answers=5)
+
+
+class ScriptedLab(faults.Lab):
+    """A lab whose shell commands are recorded, on a given serving path."""
+
+    def __init__(self, serving_path: str) -> None:
+        super().__init__("lab", Console())
+        self._serving_path = serving_path
+        self.commands: list[tuple[str, str]] = []
+
+    def sh(self, node: str, script: str, *, check: bool = True, timeout: float = 120) -> str:
+        self.commands.append((node, script))
+        return ""
+
+
+@pytest.mark.parametrize(
+    ("case", "serving_path", "expected"),
+    [
+        ("sigkill_rank_1", "native",
+         ("spark-2", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")),
+        ("sigkill_rank_1", "ray-container", ("spark-2", "pkill --signal KILL -f RayWorkerProc")),
+        ("ray_head_killed", "native", ("spark-1", "systemctl kill --signal=KILL llmfleet-ray")),
+        ("ray_head_killed", "ray-container", ("spark-1", "docker kill --signal KILL llmfleet-ray")),
+    ],
+)  # fmt: skip
+def test_each_case_breaks_what_runs_on_the_labs_path(
+    case: str, serving_path: str, expected: tuple[str, str]
+) -> None:
+    lab = ScriptedLab(serving_path)
+    [chosen] = [c for c in faults.CASES if c.name == case]
+    chosen.inject(lab)
+    assert lab.commands == [expected]
+
+
+@pytest.mark.parametrize(
+    ("serving_path", "vllm_pid"),
+    [
+        ("native", "vllm=$(systemctl show -p MainPID --value llmfleet-vllm)"),
+        # the process in the Ray head container, not the unit's `docker exec` client
+        ("ray-container", "vllm=$(pgrep -of 'bin/vllm serve --config')"),
+    ],
+)
+def test_the_runaway_allocation_lives_as_long_as_rank_0s_vllm(
+    serving_path: str, vllm_pid: str
+) -> None:
+    lab = ScriptedLab(serving_path)
+    [hog] = [c for c in faults.CASES if c.name == "memory_hog_rank_0"]
+    hog.inject(lab)
+    [(node, script)] = lab.commands
+    assert node == "spark-1" and vllm_pid in script.splitlines(), script
