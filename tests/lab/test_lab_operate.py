@@ -224,7 +224,7 @@ def test_doctor_passes_on_the_healthy_lab(lab: Lab, site) -> None:
     traffic = {host for check, host in by_place(report, "evidence") if check == "rdma_traffic"}
     assert traffic == {"spark-1", "spark-2"}
 
-    # Judged as a Ray executor's launch (the lab's CPU vLLM refuses Ray, so it runs mp):
+    # Judged as a Ray executor's launch (the test lab serves on the native path, mp):
     # no ray:// client. With this machine's clock 30 s ahead: every node is behind.
     _, skewed = doctor(lab, "-e", "llmfleet_vllm_executor=ray", skew="+30s")
     verdicts = by_place(skewed, "status")
