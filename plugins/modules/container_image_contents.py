@@ -22,8 +22,8 @@ description:
     library.
   - The answer is kept in O(cache_dir), one file per image ID and O(mounts) as given, so a later run
     with the same image reads it and starts no container. A mount whose host path does not exist
-    yet is a folder the roles create later (models, caches; empty or data then, never what the
-    image's Python imports): it is left out of the run but not of the file's name, so the run
+    yet is a folder the roles create later (models, caches - empty or data then, never what the
+    image's Python imports); it is left out of the run but not of the file's name, so the run
     that creates it does not make the next one look again.
   - An image that cannot run the script (no C(python3), another architecture) is no failure of
     the module - RV(contents) holds the C(error) and nothing is kept, so the next run looks
