@@ -15,7 +15,8 @@ from .test_lab_operate import by_place, doctor, status
 
 ARTIFACTS = ROOT / "artifacts" / "bench"
 IN_MAKE_TEST = (
-    "reboot_rank_1",
+    # (spark-2, rank 1, rebooted: on the Spark sample's path in test_lab_ray_path.py, where
+    # Sparks reboot; the native path is the GH200 box's, one host.)
     "reboot_rank_0",
     "sigkill_rank_1",
     "wedged_rank_0",
@@ -25,8 +26,9 @@ IN_MAKE_TEST = (
 
 
 def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_path: Path) -> None:
-    # Both nodes rebooted at once and the Ray head killed run in `make bench` (the whole
-    # matrix): make test keeps the cases of a single node's fault within CI's time.
+    # Both nodes rebooted at once, the Ray head killed and (here) spark-2 rebooted run in
+    # `make bench` (the whole matrix): make test keeps the cases of a single node's fault
+    # within CI's time.
     only = [arg for case in IN_MAKE_TEST for arg in ("--case", case)]
     proc = lab.run(
         "llmfleet", "lab", "faults", "--name", lab.name, "--output", str(tmp_path), *only,

@@ -8,11 +8,10 @@ src/llmfleet/lab/assets/image/ray-platform).
 On a 2-node lab of its own, served on this path from its first run (as a user's fresh
 Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
 run with the utilization-based memory check changes nothing (Ray's workers hold rank 1's
-memory on spark-2, where no vLLM runs), a reboot of spark-2 heals by itself, a profile
-change restarts the whole group, a vLLM that ignores SIGTERM is killed and replaced, and the
-GID index vLLM starts with follows a GID table that moved (in that order: each leaves the
-lab serving, the last two changed). Its Claude Code and RDMA results go to folders of their
-own, as the gateway lab's do.
+memory on spark-2, where no vLLM runs), a reboot of spark-2 heals by itself, then day two in
+one run and one stop: a configuration change restarts the whole group, a vLLM that ignores
+SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Its
+Claude Code and RDMA results go to folders of their own, as the gateway lab's do.
 """
 
 from __future__ import annotations
@@ -169,22 +168,6 @@ def ray_worker_pids(lab: Lab) -> set[str]:
     return set(out.split())
 
 
-def test_a_profile_change_restarts_the_whole_group(ray_lab: Lab, client_dir: Path) -> None:
-    # Another max_num_seqs: vLLM in the head container starts again with it, and rank 1 (a
-    # Ray worker on spark-2) with it; the group answers after the run.
-    lab = ray_lab
-    before_head, before_worker = vllm_pids(lab), ray_worker_pids(lab)
-    assert before_head and before_worker
-    changed = json.dumps({"vllm_server_profile_overrides": {"max_num_seqs": 4}})
-    up = run_up(lab, *client_args(client_dir), "-e", changed)
-    assert up.returncode == 0, up.stdout[-6000:]
-    config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
-    assert config["max-num-seqs"] == 4, config
-    wait_answering(lab, 300)
-    assert vllm_pids(lab) and not vllm_pids(lab) & before_head, "vLLM did not restart"
-    assert ray_worker_pids(lab) and not ray_worker_pids(lab) & before_worker, "rank 1 did not"
-
-
 # A vLLM that ignores SIGTERM (as one still starting does), inside the Ray head container:
 # the real vLLM, started by a `vllm` first on the container's PATH (the node's /opt/vllm,
 # mounted) that blocks SIGTERM and execs the real one. A blocked signal stays blocked across
@@ -196,50 +179,6 @@ import os, signal, sys
 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 os.execv("/opt/vllm/bin/real/vllm", ["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
 """
-
-
-def test_a_vllm_that_ignores_sigterm_in_the_ray_head_container_is_killed_and_replaced(
-    ray_lab: Lab,
-) -> None:
-    lab = ray_lab
-    lab.sh(
-        "spark-1",
-        "mkdir -p /opt/vllm/bin/real && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
-        f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{SIGTERM_BLOCKING_VLLM}EOF\n"
-        "chmod 0755 /opt/vllm/bin/vllm",
-    )
-    try:
-        lab.sh("spark-1", "systemctl restart llmfleet-vllm", timeout=300)
-        wait_answering(lab, 300)
-        stubborn = vllm_pids(lab)
-        assert stubborn, "no vllm serve in the Ray head container"
-        # ([r]: the pattern does not match the shell that runs it)
-        blocked = lab.out(
-            "spark-1",
-            "docker exec llmfleet-ray sh -c"
-            " 'grep SigBlk /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
-        )
-        assert int(blocked.split()[-1], 16) & (1 << 14), blocked  # SIGTERM (15) blocked
-        since = lab.out("spark-1", "date '+%Y-%m-%d %H:%M:%S'").strip()
-        # The restart a run or a person makes: systemd stops the exec, the stop script sends
-        # SIGTERM in the container, waits vllm_server_stop_timeout (20 s), then SIGKILL.
-        lab.sh("spark-1", "systemctl restart llmfleet-vllm", timeout=300)
-        journal = lab.out(
-            "spark-1", f"journalctl -u llmfleet-vllm --since '{since}' -o cat --no-pager"
-        )
-        assert (
-            "still running 20 s after SIGTERM (vllm_server_stop_timeout): SIGKILL to" in journal
-        ), journal[-4000:]
-        assert "port 8000 is free" in journal, journal[-4000:]
-        wait_answering(lab, 300)
-        assert vllm_pids(lab) and not vllm_pids(lab) & stubborn, "the old vLLM is still there"
-    finally:
-        lab.sh(
-            "spark-1",
-            "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
-            " && rmdir /opt/vllm/bin/real",
-            check=False,
-        )
 
 
 # spark-1's fabric addresses and the emulated RDMA device of each (fabric.yml).
@@ -261,34 +200,88 @@ def vllm_gid_index(lab: Lab) -> str:
     return found[0] if found else ""
 
 
-def test_the_gid_index_vllm_starts_with_follows_a_gid_table_that_moved(
+def sigterm_blocked(lab: Lab) -> bool:
+    """Whether spark-1's `vllm serve` (started through SIGTERM_BLOCKING_VLLM) blocks SIGTERM
+    ([r]: the pattern does not match the shell that runs it)."""
+    status = lab.out(
+        "spark-1",
+        "docker exec llmfleet-ray sh -c"
+        " 'grep SigBlk /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
+    )
+    return bool(int(status.split()[-1], 16) & (1 << (15 - 1)))
+
+
+def move_gid_tables(lab: Lab) -> None:
+    """What a reboot can do: the fabric addresses come up after other ones, their RoCE v2
+    entries in slots 4 and 5 instead of 2 and 3 (each step seen by the emulator)."""
+    for step in ("del {address} dev {netdev}", "add 10.254.{n}.1/32 dev {netdev}",
+                 "add {address} dev {netdev}", "del 10.254.{n}.1/32 dev {netdev}"):  # fmt: skip
+        lab.sh("spark-1", "; ".join(
+            "ip addr " + step.format(address=address, netdev=netdev, n=n)
+            for n, (netdev, address) in enumerate(FABRIC.items())
+        ) + f"; sleep {GID_SETTLE_S}")  # fmt: skip
+
+
+def test_day_two_a_change_restarts_the_group_a_deaf_vllm_is_killed_the_gid_index_follows(
     ray_lab: Lab, client_dir: Path
 ) -> None:
-    # Judged as RoCE (NCCL over the emulated RDMA devices): the GID index is read at every
-    # start by nccl_env's wrapper, never pinned into the containers' environment.
+    """One run and one stop for three things (each costs a restart of the group on two
+    shared cores): a configuration change (another max_num_seqs, and NCCL judged as RoCE
+    over the emulated RDMA devices) restarts the whole group, vLLM in the head container and
+    Ray's worker that holds rank 1; a vLLM that ignores SIGTERM is killed after
+    vllm_server_stop_timeout and the port is free; the GID index vLLM starts with is read at
+    that start, so it follows a GID table that moved while vLLM was down."""
     lab = ray_lab
-    up = run_up(lab, *client_args(client_dir), "-e", "llmfleet_nccl_mode=ib")
-    assert up.returncode == 0, up.stdout[-6000:]
-    wait_answering(lab, 300)
-    assert vllm_gid_index(lab) == "3"  # the fabric address's RoCE v2 entry: slots 2 and 3
-    created = json.loads(lab.out("spark-1", "docker inspect llmfleet-ray"))[0]
-    assert not [e for e in created["Config"]["Env"] if e.startswith("NCCL_IB_GID_INDEX=")]
-    # What a reboot can do: the fabric address comes up after another one, in slots 4 and 5.
-    # vLLM is stopped meanwhile, as across a reboot.
-    lab.sh("spark-1", "systemctl stop llmfleet-vllm", timeout=300)
+    before_head, before_worker = vllm_pids(lab), ray_worker_pids(lab)
+    assert before_head and before_worker
+    lab.sh(
+        "spark-1",
+        "mkdir -p /opt/vllm/bin/real && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
+        f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{SIGTERM_BLOCKING_VLLM}EOF\n"
+        "chmod 0755 /opt/vllm/bin/vllm",
+    )
     try:
-        for step in ("del {address} dev {netdev}", "add 10.254.{n}.1/32 dev {netdev}",
-                     "add {address} dev {netdev}", "del 10.254.{n}.1/32 dev {netdev}"):  # fmt: skip
-            lab.sh("spark-1", "; ".join(
-                "ip addr " + step.format(address=address, netdev=netdev, n=n)
-                for n, (netdev, address) in enumerate(FABRIC.items())
-            ) + f"; sleep {GID_SETTLE_S}")  # fmt: skip
+        changed = {"vllm_server_profile_overrides": {"max_num_seqs": 4}}
+        up = run_up(lab, *client_args(client_dir), "-e", json.dumps(changed),
+                    "-e", "llmfleet_nccl_mode=ib")  # fmt: skip
+        assert up.returncode == 0, up.stdout[-6000:]
+        config = yaml.safe_load(lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml"))
+        assert config["max-num-seqs"] == 4, config
+        wait_answering(lab, 300)
+        assert vllm_pids(lab) and not vllm_pids(lab) & before_head, "vLLM did not restart"
+        assert ray_worker_pids(lab) and not ray_worker_pids(lab) & before_worker, "rank 1 did not"
+        assert sigterm_blocked(lab)
+        # The index of the fabric address's RoCE v2 entry now (slots 2 and 3), read at the
+        # start: the containers' environment carries none.
+        assert vllm_gid_index(lab) == "3"
+        created = json.loads(lab.out("spark-1", "docker inspect llmfleet-ray"))[0]
+        assert not [e for e in created["Config"]["Env"] if e.startswith("NCCL_IB_GID_INDEX=")]
+
+        # The stop a run, a heal or a person makes: systemd stops the exec, the stop script
+        # sends SIGTERM in the container, waits vllm_server_stop_timeout (20 s), then SIGKILL.
+        since = lab.out("spark-1", "date '+%Y-%m-%d %H:%M:%S'").strip()
+        lab.sh("spark-1", "systemctl stop llmfleet-vllm", timeout=300)
+        journal = lab.out(
+            "spark-1", f"journalctl -u llmfleet-vllm --since '{since}' -o cat --no-pager"
+        )
+        killed = "still running 20 s after SIGTERM (vllm_server_stop_timeout): SIGKILL to"
+        assert killed in journal, journal[-4000:]
+        assert "port 8000 is free" in journal, journal[-4000:]
+        assert not vllm_pids(lab), "vLLM is still there"
+
+        move_gid_tables(lab)
         types = lab.out(
             "spark-1",
             "cat /run/llmfleet-lab/sysfs/class/infiniband/rocep1s0f1/ports/1/gid_attrs/types/5",
         )
         assert types.strip() == "RoCE v2", types
     finally:
-        lab.sh("spark-1", "systemctl start llmfleet-vllm", timeout=300)
+        lab.sh(
+            "spark-1",
+            "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
+            " && rmdir /opt/vllm/bin/real",
+            check=False,
+        )
+        lab.sh("spark-1", "systemctl start llmfleet-vllm", timeout=300, check=False)
     wait_answering(lab, 300)
     assert vllm_gid_index(lab) == "5"
