@@ -1,5 +1,5 @@
 """meta/collection_variables.yml declares every collection-wide variable the collection uses,
-once, with readers that read it."""
+once, with readers that read it; README.md's table of them is made from it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from llmfleet import roledocs
 from llmfleet.declared_variables import collection_variables, declarations
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,3 +118,10 @@ def test_the_labs_own_are_marked_lab_only(name: str) -> None:
     used = _used_in(name, USING)
     only_the_lab = bool(used) and all(path.parts[:2] == ("inventory", "lab") for path in used)
     assert bool(REGISTRY[name].get("lab_only")) == only_the_lab, sorted(used)
+
+
+def test_the_readme_table_is_made_from_the_registry() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert roledocs.updated_variables(readme, roledocs.variable_table(ROOT)) == readme, (
+        "README.md's table of collection-wide variables is stale: run python -m llmfleet.roledocs"
+    )
