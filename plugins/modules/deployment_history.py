@@ -117,7 +117,7 @@ EXAMPLES = r"""
     action: up
     to_state:
       image: "{{ vllm_server_image }}"
-      profile: "{{ llmfleet_profile }}"
+      profile: "{{ vllm_server_profile }}"
       model_revision: "{{ model_revision }}"
     only_if_different: true
 

@@ -39,7 +39,6 @@ from llmfleet.cli_options import (
     PlainOption,
     VerboseOption,
     fail,
-    parse_extra_vars,
 )
 from llmfleet.doctor import doctor
 from llmfleet.down import down
@@ -196,16 +195,13 @@ def _run(
     verbose: int,
     status: Callable[[], str | None] | None = None,
     as_json: bool = False,
+    strict: bool = False,
     **options: Any,
 ) -> None:
     """Run a playbook with the live display and exit with its exit code; with ``as_json``
-    the display goes to stderr and the result, as JSON, to stdout."""
-    if not inventory.exists():
-        raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
-    try:
-        extravars = parse_extra_vars(extra_vars or [])
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    the display goes to stderr and the result, as JSON, to stdout. ``strict`` refuses ``-e``
+    variables nothing declares (:func:`start`)."""
+    _, extravars = start(inventory, extra_vars, strict=strict)
     try:
         result = run_playbook(
             pb,
@@ -234,6 +230,15 @@ def check(
     extra_vars: ExtraVarsOption = None,
     verbose: VerboseOption = 0,
     plain: PlainOption = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Refuse (exit 1, before anything runs) a [cyan]-e[/cyan] variable with the "
+            "collection's prefix ([cyan]llmfleet_[/cyan]) or a role's that nothing declares, "
+            "most likely a typo; without it, a warning names the closest declared variable.",
+        ),
+    ] = False,
 ) -> None:
     """Check an inventory without changing any host."""
     root = _root()
@@ -244,6 +249,7 @@ def check(
         extra_vars=extra_vars,
         verbose=verbose,
         plain=plain,
+        strict=strict,
     )
 
 

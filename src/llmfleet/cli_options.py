@@ -9,27 +9,41 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 
+from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.run_outcome import ExitCode
 
 _err = Console(stderr=True)
 
 
-def fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> typer.Exit:
+def error(message: str) -> None:
     _err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True, highlight=False)
+
+
+def warn(message: str) -> None:
+    _err.print(
+        f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True, highlight=False
+    )
+
+
+def fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> typer.Exit:
+    error(message)
     return typer.Exit(int(code))
 
 
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def parse_extra_vars(values: list[str]) -> list[dict[str, Any] | Path]:
+def parse_extra_vars(values: list[str], declared: DeclaredVariables) -> list[dict[str, Any] | Path]:
     """Turn ``-e`` values into run_playbook's ``extravars``, keeping their order.
 
-    ``KEY=VALUE`` (one pair; the value is a string, as with ansible), ``@FILE`` (YAML or JSON
-    file) or a JSON object (``'{"vllm_port": 8001}'``). Raises ``ValueError`` on anything else.
+    ``KEY=VALUE`` (one pair; the value is a string, as with ansible, but an int, a float or a
+    bool where ``declared`` says KEY is one), ``@FILE`` (YAML or JSON file) or a JSON object
+    (``'{"vllm_port": 8001}'``), both passed as they are. Raises ``ValueError`` on anything
+    else, or on a value that is not of its declared type.
     """
     out: list[dict[str, Any] | Path] = []
     for raw in values:
@@ -52,8 +66,37 @@ def parse_extra_vars(values: list[str]) -> list[dict[str, Any] | Path]:
             key = key.strip()
             if not sep or not _VAR_NAME.match(key):
                 raise ValueError(f"extra-vars {raw!r} is not KEY=VALUE, @FILE or a JSON object")
-            out.append({key: val})
+            try:
+                out.append({key: declared.typed(key, val)})
+            except ValueError as exc:
+                raise ValueError(f"-e {exc}") from None
     return out
+
+
+class _AnyTagLoader(yaml.SafeLoader):
+    """SafeLoader that reads a vars file's names whatever tags its values carry (``!vault``)."""
+
+
+_AnyTagLoader.add_multi_constructor("!", lambda _loader, _suffix, _node: None)
+
+
+def _file_vars(path: Path) -> Any:
+    """A vars file as YAML (JSON is YAML); None when it cannot be read (ansible says why)."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_AnyTagLoader)  # noqa: S506 - a SafeLoader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+
+
+def extra_var_names(extravars: list[dict[str, Any] | Path]) -> list[str]:
+    """The names the parsed ``-e`` values set, in order: a mapping's keys and a file's top-level
+    keys (none from a file that is not a mapping, e.g. one encrypted whole by ansible-vault)."""
+    names: list[str] = []
+    for item in extravars:
+        found = _file_vars(item) if isinstance(item, Path) else item
+        if isinstance(found, dict):
+            names += [str(name) for name in found]
+    return names
 
 
 # ansible-runner's records of the runs, in the collection (git ignores artifacts/).
@@ -79,7 +122,10 @@ ExtraVarsOption = Annotated[
         "-e",
         "--extra-vars",
         help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-        "repeatable, later ones win.",
+        "repeatable, later ones win. A VALUE becomes a number or a boolean where KEY is declared "
+        "one (a role's argument spec, [cyan]meta/collection_variables.yml[/cyan]), else stays a "
+        "string; a KEY with the collection's or a role's prefix that nothing declares is "
+        "warned about.",
         show_default=False,
     ),
 ]

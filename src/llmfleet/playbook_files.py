@@ -1,6 +1,7 @@
-"""What the commands that read the cluster share (``plan``, ``status``, ``logs``, ``doctor``):
-their start (the inventory, the collection, ``-e``), a playbook run that writes JSON files into
-a folder of this machine's the command then reads, and how a host's failure is told."""
+"""What the commands share: their start (the inventory, the collection, ``-e`` typed as the
+collection declares its variables), and for those that read the cluster (``plan``, ``status``,
+``logs``, ``doctor``) a playbook run that writes JSON files into a folder of this machine's the
+command then reads, and how a host's failure is told."""
 
 from __future__ import annotations
 
@@ -12,22 +13,33 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from llmfleet.cli_options import fail, parse_extra_vars
+from llmfleet.cli_options import error, extra_var_names, fail, parse_extra_vars, warn
+from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.run_outcome import RunResult
 from llmfleet.runner import RunnerError, run_playbook
 
 
 def start(
-    inventory: Path, extra_vars: list[str] | None
+    inventory: Path, extra_vars: list[str] | None, *, strict: bool = False
 ) -> tuple[Path, list[dict[str, Any] | Path]]:
-    """The collection and the parsed ``-e`` values; exit 1 saying why when either is wrong."""
+    """The collection and the parsed ``-e`` values, typed as the collection declares them; exit 1
+    saying why when one is wrong. A name with a declared prefix that nothing declares (a typo)
+    is warned about, or with ``strict`` refused (exit 1)."""
     if not inventory.exists():
         raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
-        return collection_root(), parse_extra_vars(extra_vars or [])
+        root = collection_root()
+        declared = DeclaredVariables.load(root)
+        extravars = parse_extra_vars(extra_vars or [], declared)
     except (CollectionNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
+    typos = [f"-e {typo.message()}" for typo in declared.undeclared(extra_var_names(extravars))]
+    for message in typos:
+        (error if strict else warn)(message)
+    if strict and typos:
+        raise fail("--strict: -e may only set variables the collection declares")
+    return root, extravars
 
 
 def run_collecting(

@@ -48,6 +48,23 @@ META = {
     },
     "dependencies": [],
 }
+REGISTRY = {
+    "collection_variables": {
+        "llmfleet_greeting_mode": {
+            "type": "str",
+            "description": "How every role greets; a | is escaped.",
+            "choices": ["loud", "quiet"],
+            "read_by": ["demo", "playbooks/greet.yml"],
+        },
+        "llmfleet_greeting_dir": {
+            "type": "path",
+            "description": "Where C(llmfleet greet) writes.",
+            "read_by": ["playbooks/greet.yml"],
+            "set_by": ["llmfleet greet"],
+        },
+        "llmfleet_lab_greeting": {"type": "bool", "description": "The lab's.", "lab_only": True},
+    }
+}
 TASKS = [
     {
         "name": "Check",
@@ -72,8 +89,11 @@ def collection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPEC))
     (role / "meta" / "main.yml").write_text(yaml.safe_dump(META))
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(TASKS))
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "collection_variables.yml").write_text(yaml.safe_dump(REGISTRY))
     (tmp_path / "README.md").write_text(
-        f"# Demo\n\n{roledocs.TABLE_BEGIN}\nold\n{roledocs.TABLE_END}\n\nThe end.\n"
+        f"# Demo\n\n{roledocs.TABLE_BEGIN}\nold\n{roledocs.TABLE_END}\n\n"
+        f"{roledocs.VARIABLES_BEGIN}\nold\n{roledocs.VARIABLES_END}\n\nThe end.\n"
     )
     monkeypatch.setenv("LLMFLEET_HOME", str(tmp_path))
     return tmp_path
@@ -107,6 +127,21 @@ def test_check_fails_until_the_files_are_written(
     readme = (collection / "README.md").read_text()
     assert "| [`demo`](roles/demo/README.md) | Say `hello` |" in readme
     assert readme.endswith("The end.\n")
+    assert "old" not in readme
+
+
+def test_the_variable_table_is_the_registry_less_the_labs_own(collection: Path) -> None:
+    table = roledocs.variable_table(collection)
+    assert table.splitlines()[2:] == [
+        "| variable | type | choices | read by | meaning |",
+        "| --- | --- | --- | --- | --- |",
+        "| `llmfleet_greeting_dir` | path |  | `playbooks/greet.yml` | Where `llmfleet greet`"
+        " writes. Set by `llmfleet greet`. |",
+        "| `llmfleet_greeting_mode` | str | `loud`, `quiet` | `demo`, `playbooks/greet.yml` |"
+        " How every role greets; a \\| is escaped. |",
+        "",
+        roledocs.VARIABLES_END,
+    ]
 
 
 def test_check_sees_a_readme_edited_by_hand(collection: Path) -> None:
@@ -119,6 +154,9 @@ def test_check_sees_a_readme_edited_by_hand(collection: Path) -> None:
 def test_readme_without_the_table_markers_is_refused(collection: Path) -> None:
     (collection / "README.md").write_text("# Demo\n")
     with pytest.raises(ValueError, match="role table markers"):
+        roledocs.main(["--check"])
+    (collection / "README.md").write_text(f"{roledocs.TABLE_BEGIN}\n{roledocs.TABLE_END}\n")
+    with pytest.raises(ValueError, match="collection variables table markers"):
         roledocs.main(["--check"])
 
 

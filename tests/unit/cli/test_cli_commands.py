@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from llmfleet import __version__
 from llmfleet.bench_progress import progress_line
-from llmfleet.cli import app, parse_extra_vars
+from llmfleet.cli import app
+from llmfleet.cli_options import parse_extra_vars
+from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.lab import cluster, node_settings
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
 from llmfleet.run_display import result_details
@@ -154,7 +156,8 @@ def test_ansible_env(tmp_path: Path) -> None:
 def test_parse_extra_vars(tmp_path: Path) -> None:
     f = tmp_path / "vars.yml"
     f.write_text("a: 1\n")
-    assert parse_extra_vars(["a=1", "b=x=y z", f"@{f}", '{"c": [1, 2]}']) == [
+    undeclared = DeclaredVariables([], [])
+    assert parse_extra_vars(["a=1", "b=x=y z", f"@{f}", '{"c": [1, 2]}'], undeclared) == [
         {"a": "1"},
         {"b": "x=y z"},
         f,
@@ -162,7 +165,7 @@ def test_parse_extra_vars(tmp_path: Path) -> None:
     ]
     for bad in ("novalue", "1abc=2", "@/no/such/file", "{bad json", "[1]"):
         with pytest.raises(ValueError):
-            parse_extra_vars([bad])
+            parse_extra_vars([bad], undeclared)
 
 
 def test_result_details_never_shows_invocation_or_censored_data() -> None:

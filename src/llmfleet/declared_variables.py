@@ -1,0 +1,157 @@
+"""The variables the collection declares, and ``-e`` values given the type they are declared with.
+
+Two files declare a variable: a role's ``meta/argument_specs.yml`` (the options of every entry
+point) and ``meta/collection_variables.yml``, the registry of the collection-wide ``llmfleet_*``
+variables that the roles' defaults, the playbooks, the filters and the CLI read.
+
+``ansible-playbook -e KEY=VALUE`` passes VALUE as a string, and a check that wants a number
+(``serving.gpu_memory_utilization is '0.70'; expected a number``) refuses it. :meth:`typed`
+converts it to the declared ``int``, ``float`` or ``bool`` with ansible's own conversions (those
+of a module's argument spec, ``yes``/``no``/``on``/``off``/``1``/``0`` ... for a bool); any
+other type, and a name nothing declares, keeps the string.
+
+A name with the collection's prefix (``llmfleet_``) or a role's (``vllm_server_``) that nothing
+declares is most likely a typo: :meth:`undeclared` names it with the closest declared name.
+Internal names (``__vllm_server_*``) are never reported.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible.module_utils.common.validation import (  # type: ignore[import-untyped]
+    check_type_bool,
+    check_type_float,
+    check_type_int,
+)
+
+REGISTRY = Path("meta", "collection_variables.yml")
+COLLECTION_PREFIX = "llmfleet_"
+INTERNAL_PREFIX = "__"
+# The declared types a string from `-e KEY=VALUE` is converted to (the others stay strings:
+# str, path and raw are strings already; a list or dict comes as JSON or from a file).
+_CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "int": check_type_int,
+    "float": check_type_float,
+    "bool": check_type_bool,
+}
+_EXPECTED = {
+    "int": "an int",
+    "float": "a float",
+    "bool": "a bool (yes/no, true/false, on/off, 1/0)",
+}
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One variable as one file declares it: its type, and the file (relative to the root)."""
+
+    name: str
+    type: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Undeclared:
+    """A name with a declared prefix that nothing declares, and the declared name closest to it."""
+
+    name: str
+    closest: str | None
+
+    def message(self) -> str:
+        guess = f"did you mean {self.closest}?" if self.closest else "no name is close to it"
+        return f"{self.name}: {guess} (no role or collection variable has this name)"
+
+
+# libyaml's loader where PyYAML has it: the specs are large, and every command reads them.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load_yaml(path: Path) -> Any:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # noqa: S506 - a SafeLoader
+
+
+def argument_spec_files(root: Path) -> list[Path]:
+    """Every role's ``meta/argument_specs.yml``, by role name."""
+    return sorted((root / "roles").glob("*/meta/argument_specs.yml"))
+
+
+def collection_variables(root: Path) -> dict[str, dict[str, Any]]:
+    """The registry's entries (``meta/collection_variables.yml``), by variable name; none in a
+    collection without the file."""
+    path = root / REGISTRY
+    document = (_load_yaml(path) if path.is_file() else None) or {}
+    return dict(document.get("collection_variables") or {})
+
+
+def declarations(root: Path) -> list[Declaration]:
+    """Every declaration of the collection: each role's options (every entry point), then the
+    registry's variables. A name may be declared more than once (a role's entry points)."""
+    found: list[Declaration] = []
+    for path in argument_spec_files(root):
+        source = path.relative_to(root).as_posix()
+        specs = (_load_yaml(path) or {}).get("argument_specs")
+        for entry in (specs or {}).values():
+            for name, option in (entry.get("options") or {}).items():
+                found.append(Declaration(name, str(option.get("type", "str")), source))
+    for name, entry in collection_variables(root).items():
+        found.append(Declaration(name, str(entry.get("type", "str")), REGISTRY.as_posix()))
+    return found
+
+
+class DeclaredVariables:
+    """What the collection declares: each name's type, and the prefixes its names carry."""
+
+    def __init__(self, found: Iterable[Declaration], prefixes: Iterable[str]) -> None:
+        self._declared: dict[str, Declaration] = {}
+        for declaration in found:
+            self._declared.setdefault(declaration.name, declaration)
+        self.prefixes = tuple(prefixes)
+
+    @classmethod
+    def load(cls, root: Path) -> DeclaredVariables:
+        """The collection's declarations; its prefixes are ``llmfleet_`` and each role's name."""
+        roles = [f"{path.parent.parent.name}_" for path in argument_spec_files(root)]
+        return cls(declarations(root), [COLLECTION_PREFIX, *roles])
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._declared
+
+    def typed(self, name: str, value: str) -> Any:
+        """``value`` (from ``-e name=value``) as the type ``name`` is declared with: an int, a
+        float or a bool; the string itself for any other type or an undeclared name.
+
+        Raises ``ValueError`` naming the variable, the value and the type when it does not
+        convert."""
+        declaration = self._declared.get(name)
+        convert = _CONVERSIONS.get(declaration.type) if declaration else None
+        if declaration is None or convert is None:
+            return value
+        try:
+            return convert(value)
+        except TypeError:
+            raise ValueError(
+                f"{name} is {value!r}; expected {_EXPECTED[declaration.type]} "
+                f"(declared in {declaration.source})"
+            ) from None
+
+    def undeclared(self, names: Iterable[str]) -> list[Undeclared]:
+        """The names with a declared prefix that nothing declares, each with the closest
+        declared name (none when nothing is close), in the order given, once each."""
+        found: dict[str, Undeclared] = {}
+        for name in names:
+            if (
+                name in found
+                or name in self._declared
+                or name.startswith(INTERNAL_PREFIX)
+                or not name.startswith(self.prefixes)
+            ):
+                continue
+            closest = difflib.get_close_matches(name, self._declared, n=1)
+            found[name] = Undeclared(name, closest[0] if closest else None)
+        return list(found.values())
