@@ -171,8 +171,9 @@ def main():
     found_id = image_id(out.strip())
     mounts = [read_only(m) for m in params["mounts"]]
     volumes = [spec for source, spec in mounts if os.path.exists(source)]
+    given = [spec for _source, spec in mounts]
     try:
-        path = os.path.join(params["cache_dir"], cache_name(found_id, [s for _, s in mounts]))
+        path = os.path.join(params["cache_dir"], cache_name(found_id, given))
     except ContentsError as error:
         module.fail_json(msg=f"{engine}, image {image}: {error}")
     cached = read_cached(read_text(path))

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from llmfleet.lab import faults
+from llmfleet.lab import fault_cases, faults
 
 from .conftest import ROOT, TEST_LAB, Lab, changed_counts, llmfleet, run_up
 from .test_lab_operate import status
@@ -151,8 +151,8 @@ def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
     # spark-2 reboots: its Ray container comes back with Docker, the engine on spark-1 lost
     # its rank 1 and is restarted; no person, no 500 once the heal began.
     fault_lab = faults.Lab(lab.name, Console())
-    case = faults.Case(
-        "reboot_ray_worker", "spark-2 (Ray's rank 1) rebooted", faults.reboot("spark-2"), 240
+    case = fault_cases.Case(
+        "reboot_ray_worker", "spark-2 (Ray's rank 1) rebooted", fault_cases.reboot("spark-2"), 240
     )
     result = faults.measure(fault_lab, case)
     print(json.dumps(asdict(result), indent=1))
@@ -170,15 +170,35 @@ def ray_worker_pids(lab: Lab) -> set[str]:
 
 # A vLLM that ignores SIGTERM (as one still starting does), inside the Ray head container:
 # the real vLLM, started by a `vllm` first on the container's PATH (the node's /opt/vllm,
-# mounted) that blocks SIGTERM and execs the real one. A blocked signal stays blocked across
-# exec and in every thread and child vLLM starts (uvicorn's handler never runs), so only
-# SIGKILL ends it. The real script moves to bin/real/, so that its command line still holds
-# `vllm serve --config`, what the stop looks for.
-SIGTERM_BLOCKING_VLLM = """#!/opt/vllm/bin/python
-import os, signal, sys
-signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+# mounted) that puts DEAF_TO_SIGTERM first on its PYTHONPATH and execs the real one. That
+# sitecustomize sets SIGTERM to ignored before anything is imported and turns every later
+# handler for it (uvicorn's, asyncio's and uvloop's signal handlers go through
+# signal.signal) into a no-op, so only SIGKILL ends it. (A blocked SIGTERM did not last:
+# the started vLLM had it unblocked.) The real script moves to bin/real/, so that its command
+# line still holds `vllm serve --config`, what the stop looks for.
+DEAF_VLLM = """#!/opt/vllm/bin/python
+import os, sys
+os.environ["PYTHONPATH"] = ":".join(filter(None, ["/opt/vllm/deaf", os.environ.get("PYTHONPATH")]))
 os.execv("/opt/vllm/bin/real/vllm", ["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
 """
+DEAF_TO_SIGTERM = """import signal
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+_signal = signal.signal
+def _deaf(signum, handler):
+    return signal.SIG_IGN if signum == signal.SIGTERM else _signal(signum, handler)
+signal.signal = _deaf
+"""
+INSTALL_DEAF_VLLM = (
+    "mkdir -p /opt/vllm/bin/real /opt/vllm/deaf"
+    " && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
+    f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{DEAF_VLLM}EOF\n"
+    f"cat > /opt/vllm/deaf/sitecustomize.py <<'EOF'\n{DEAF_TO_SIGTERM}EOF\n"
+    "chmod 0755 /opt/vllm/bin/vllm"
+)
+REMOVE_DEAF_VLLM = (
+    "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
+    " && rm -rf /opt/vllm/bin/real /opt/vllm/deaf"
+)
 
 
 # spark-1's fabric addresses and the emulated RDMA device of each (fabric.yml).
@@ -200,13 +220,13 @@ def vllm_gid_index(lab: Lab) -> str:
     return found[0] if found else ""
 
 
-def sigterm_blocked(lab: Lab) -> bool:
-    """Whether spark-1's `vllm serve` (started through SIGTERM_BLOCKING_VLLM) blocks SIGTERM
-    ([r]: the pattern does not match the shell that runs it)."""
+def sigterm_ignored(lab: Lab) -> bool:
+    """Whether spark-1's `vllm serve` (started through DEAF_VLLM) ignores SIGTERM ([r]: the
+    pattern does not match the shell that runs it)."""
     status = lab.out(
         "spark-1",
         "docker exec llmfleet-ray sh -c"
-        " 'grep SigBlk /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
+        " 'grep SigIgn /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
     )
     return bool(int(status.split()[-1], 16) & (1 << (15 - 1)))
 
@@ -234,12 +254,7 @@ def test_day_two_a_change_restarts_the_group_a_deaf_vllm_is_killed_the_gid_index
     lab = ray_lab
     before_head, before_worker = vllm_pids(lab), ray_worker_pids(lab)
     assert before_head and before_worker
-    lab.sh(
-        "spark-1",
-        "mkdir -p /opt/vllm/bin/real && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
-        f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{SIGTERM_BLOCKING_VLLM}EOF\n"
-        "chmod 0755 /opt/vllm/bin/vllm",
-    )
+    lab.sh("spark-1", INSTALL_DEAF_VLLM)
     try:
         changed = {"vllm_server_profile_overrides": {"max_num_seqs": 4}}
         up = run_up(lab, *client_args(client_dir), "-e", json.dumps(changed),
@@ -250,7 +265,7 @@ def test_day_two_a_change_restarts_the_group_a_deaf_vllm_is_killed_the_gid_index
         wait_answering(lab, 300)
         assert vllm_pids(lab) and not vllm_pids(lab) & before_head, "vLLM did not restart"
         assert ray_worker_pids(lab) and not ray_worker_pids(lab) & before_worker, "rank 1 did not"
-        assert sigterm_blocked(lab)
+        assert sigterm_ignored(lab)
         # The index of the fabric address's RoCE v2 entry now (slots 2 and 3), read at the
         # start: the containers' environment carries none.
         assert vllm_gid_index(lab) == "3"
@@ -276,12 +291,7 @@ def test_day_two_a_change_restarts_the_group_a_deaf_vllm_is_killed_the_gid_index
         )
         assert types.strip() == "RoCE v2", types
     finally:
-        lab.sh(
-            "spark-1",
-            "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
-            " && rmdir /opt/vllm/bin/real",
-            check=False,
-        )
+        lab.sh("spark-1", REMOVE_DEAF_VLLM, check=False)
         lab.sh("spark-1", "systemctl start llmfleet-vllm", timeout=300, check=False)
     wait_answering(lab, 300)
     assert vllm_gid_index(lab) == "5"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
-from llmfleet.lab import faults
+from llmfleet.lab import fault_cases, faults
 from llmfleet.lab.faults import Sample, serving_again, settled
 
 
@@ -60,7 +60,7 @@ def test_each_case_breaks_what_runs_on_the_labs_path(
     case: str, serving_path: str, expected: tuple[str, str]
 ) -> None:
     lab = ScriptedLab(serving_path)
-    [chosen] = [c for c in faults.CASES if c.name == case]
+    [chosen] = [c for c in fault_cases.CASES if c.name == case]
     chosen.inject(lab)
     assert lab.commands == [expected]
 
@@ -77,7 +77,7 @@ def test_the_runaway_allocation_lives_as_long_as_rank_0s_vllm(
     serving_path: str, vllm_pid: str
 ) -> None:
     lab = ScriptedLab(serving_path)
-    [hog] = [c for c in faults.CASES if c.name == "memory_hog_rank_0"]
+    [hog] = [c for c in fault_cases.CASES if c.name == "memory_hog_rank_0"]
     hog.inject(lab)
     [(node, script)] = lab.commands
     assert node == "spark-1" and vllm_pid in script.splitlines(), script
