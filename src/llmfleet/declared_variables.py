@@ -18,6 +18,7 @@ Internal names (``__vllm_server_*``) are never reported.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +36,21 @@ COLLECTION_PREFIX = "llmfleet_"
 INTERNAL_PREFIX = "__"
 # The declared types a string from `-e KEY=VALUE` is converted to (the others stay strings:
 # str, path and raw are strings already; a list or dict comes as JSON or from a file).
+_WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def _number(value: Any) -> Any:
+    """A float as Ansible's argument spec converts it, but a whole number stays an int, as
+    YAML reads it: a message that shows the value shows what was typed (250, not 250.0), and
+    every check of a float takes an int."""
+    if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value):
+        return int(value)
+    return check_type_float(value)
+
+
 _CONVERSIONS: dict[str, Callable[[Any], Any]] = {
     "int": check_type_int,
-    "float": check_type_float,
+    "float": _number,
     "bool": check_type_bool,
 }
 _EXPECTED = {

@@ -84,7 +84,10 @@ def test_a_collection_without_a_registry_declares_only_its_roles_options(
         ("demo_port", " 8001", 8001),
         ("demo_port", "8001.0", 8001),
         ("demo_share", "0.70", 0.7),
-        ("demo_share", "1", 1.0),
+        # a whole number stays one where a float is declared (messages show what was typed)
+        ("demo_share", "1", 1),
+        ("demo_share", "250", 250),
+        ("demo_share", "1e3", 1000.0),
         ("llmfleet_gpu_memory_utilization", "0.70", 0.7),
         ("llmfleet_fabric_mtu", "9000", 9000),
         *[("demo_enabled", word, True) for word in ("yes", "Yes", "TRUE", "on", "1", "y", "t")],
