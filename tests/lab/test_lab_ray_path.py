@@ -168,36 +168,29 @@ def ray_worker_pids(lab: Lab) -> set[str]:
     return set(out.split())
 
 
-# A vLLM that ignores SIGTERM (as one still starting does), inside the Ray head container:
-# the real vLLM, started by a `vllm` first on the container's PATH (the node's /opt/vllm,
-# mounted) that puts DEAF_TO_SIGTERM first on its PYTHONPATH and execs the real one. That
-# sitecustomize sets SIGTERM to ignored before anything is imported and turns every later
-# handler for it (uvicorn's, asyncio's and uvloop's signal handlers go through
-# signal.signal) into a no-op, so only SIGKILL ends it. (A blocked SIGTERM did not last:
-# the started vLLM had it unblocked.) The real script moves to bin/real/, so that its command
-# line still holds `vllm serve --config`, what the stop looks for.
+# A vLLM process that ignores SIGTERM (as a vLLM still starting does), inside the Ray head
+# container: the `vllm` first on the container's PATH (the node's /opt/vllm, mounted) ignores
+# SIGTERM, starts the real vLLM as its child and stays after it. Its command line holds
+# `vllm serve --config`, what the stop looks for, so the stop finds it with vLLM's own
+# processes; they end on SIGTERM, it does not, and only SIGKILL ends it. (vLLM's own
+# processes could not be made deaf here: with SIGTERM ignored in vLLM's main process, the
+# three of them were gone 9.5 s after SIGTERM all the same.) The real script moves to
+# bin/real/.
 DEAF_VLLM = """#!/opt/vllm/bin/python
-import os, sys
-os.environ["PYTHONPATH"] = ":".join(filter(None, ["/opt/vllm/deaf", os.environ.get("PYTHONPATH")]))
-os.execv("/opt/vllm/bin/real/vllm", ["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
-"""
-DEAF_TO_SIGTERM = """import signal
+import signal, subprocess, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
-_signal = signal.signal
-def _deaf(signum, handler):
-    return signal.SIG_IGN if signum == signal.SIGTERM else _signal(signum, handler)
-signal.signal = _deaf
+subprocess.call(["/opt/vllm/bin/real/vllm", *sys.argv[1:]])
+while True:
+    time.sleep(3600)
 """
 INSTALL_DEAF_VLLM = (
-    "mkdir -p /opt/vllm/bin/real /opt/vllm/deaf"
-    " && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
+    "mkdir -p /opt/vllm/bin/real && mv /opt/vllm/bin/vllm /opt/vllm/bin/real/vllm"
     f" && cat > /opt/vllm/bin/vllm <<'EOF'\n{DEAF_VLLM}EOF\n"
-    f"cat > /opt/vllm/deaf/sitecustomize.py <<'EOF'\n{DEAF_TO_SIGTERM}EOF\n"
     "chmod 0755 /opt/vllm/bin/vllm"
 )
 REMOVE_DEAF_VLLM = (
     "test -x /opt/vllm/bin/real/vllm && mv -f /opt/vllm/bin/real/vllm /opt/vllm/bin/vllm"
-    " && rm -rf /opt/vllm/bin/real /opt/vllm/deaf"
+    " && rmdir /opt/vllm/bin/real"
 )
 
 
@@ -221,12 +214,13 @@ def vllm_gid_index(lab: Lab) -> str:
 
 
 def sigterm_ignored(lab: Lab) -> bool:
-    """Whether spark-1's `vllm serve` (started through DEAF_VLLM) ignores SIGTERM ([r]: the
-    pattern does not match the shell that runs it)."""
+    """Whether spark-1's DEAF_VLLM runs and ignores SIGTERM (its command line is
+    bin/vllm's, the real vLLM's bin/real/vllm's; [b]: the pattern does not match the shell
+    that runs it)."""
     status = lab.out(
         "spark-1",
         "docker exec llmfleet-ray sh -c"
-        " 'grep SigIgn /proc/$(pgrep -of \"[r]eal/vllm serve --config\")/status'",
+        " 'grep SigIgn /proc/$(pgrep -of \"[b]in/vllm serve --config\")/status'",
     )
     return bool(int(status.split()[-1], 16) & (1 << (15 - 1)))
 
