@@ -220,12 +220,13 @@ def up(
             f"lab {lab!r} already runs {len(existing)} nodes, not {nodes}",
             hint="`llmfleet lab down` first to change its size",
         )
-    if existing and serving_path is not None and lab_path(existing) != serving_path:
+    running_path = lab_path(existing) if existing else None
+    if running_path and serving_path is not None and running_path != serving_path:
         raise LabError(
-            f"lab {lab!r} serves on the {lab_path(existing)} path, not {serving_path}",
+            f"lab {lab!r} serves on the {running_path} path, not {serving_path}",
             hint="`llmfleet lab down` first to change its path",
         )
-    serving_path = lab_path(existing) if existing else serving_path or default_path(nodes)
+    serving_path = running_path or serving_path or default_path(nodes)
     image = ensure_image(console, rebuild=rebuild)
     stale = {c["Image"] for c in existing} - {image}
     if stale:

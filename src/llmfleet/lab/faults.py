@@ -29,7 +29,7 @@ from rich.console import Console
 from llmfleet.lab import cluster, podman
 from llmfleet.lab.errors import LabError
 from llmfleet.lab.fault_cases import BOUND_S, CASES, Case
-from llmfleet.lab.nodes import DEFAULT_LAB, RAY_CONTAINER_PATH
+from llmfleet.lab.nodes import DEFAULT_LAB, RAY_CONTAINER_PATH, lab_nodes, lab_path
 
 # inventory/lab/group_vars/all/serving.yml: the lab's own key (not a secret).
 LAB_API_KEY = "llmfleet-lab-key"
@@ -129,7 +129,7 @@ class Lab:
         """Whether the lab serves on the Spark sample's path (`llmfleet lab up --path`): the
         ranks and Ray's head are then reached in the nodes' Ray containers."""
         if not self._serving_path:
-            self._serving_path = cluster.status(self.name).serving_path
+            self._serving_path = lab_path(lab_nodes(self.name))
         return self._serving_path == RAY_CONTAINER_PATH
 
     def container(self, node: str) -> str:
@@ -151,7 +151,7 @@ class Lab:
     def recable(self) -> None:
         """What `llmfleet lab up` does after a node restarted: its links died with its
         network namespace."""
-        cluster.up(self.console, nodes=len(cluster.status(self.name).nodes), lab=self.name)
+        cluster.up(self.console, nodes=len(lab_nodes(self.name)), lab=self.name)
 
     def ready(self) -> bool:
         proc = podman.exec_in(
