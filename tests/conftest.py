@@ -53,30 +53,41 @@ def worker_group(nodeid: str) -> str:
     return "test-lab"
 
 
-# Which group a free worker takes first: the test lab's chain (the longest: about 63 min
-# on a slow machine of this kind, where the whole run took 68) starts at once on one worker,
-# the other takes the labs of their own (about 46 there), then the unit tests (about 9); the
-# quality gates (about 8) go to whichever worker is free next, so that neither waits on the
-# other at the end. xdist would order them by their number of tests. (On a faster machine
-# of the same kind the whole run took 32 min, 2026-11-25.)
-GROUP_ORDER = ("test-lab", "own-labs", "no-lab", "quality")
+# Which work a free worker takes first: the test lab's chain (the longest: about 51 min on
+# a slow machine of this kind) starts at once on one worker, the other takes the labs of
+# their own (about 56 there). The quality gates (about 4) and the tests without a lab (about
+# 7) come after them file by file, the quality gates first (their files are the longest),
+# so that the worker done first takes them until the other is done and neither waits on
+# the other at the end. xdist would order the scopes by their number of tests. (On a faster
+# machine of the same kind the whole run took 32 min, 2026-11-25.)
+GROUP_ORDER = ("test-lab", "own-labs", "quality", "no-lab")
+# Groups handed out as one unit (a session fixture is per worker); the others file by file.
+WHOLE_GROUPS = frozenset({"test-lab", "own-labs"})
+
+
+def scheduling_scope(nodeid: str) -> str:
+    """The unit a worker takes (see pytest_xdist_make_scheduler): a whole lab's group, or one
+    file of the others."""
+    group = worker_group(nodeid)
+    return group if group in WHOLE_GROUPS else f"{group}:{nodeid.split('::', 1)[0]}"
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """Under `--dist loadscope`, the scopes are the worker groups (see worker_group), handed
-    out in GROUP_ORDER."""
+    """Under `--dist loadscope`, the scopes are those of scheduling_scope, handed out in
+    GROUP_ORDER."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with xdist
 
     class ByLab(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return worker_group(nodeid)
+            return scheduling_scope(nodeid)
 
         def _assign_work_unit(self, node: object) -> None:
-            for group in reversed(GROUP_ORDER):
-                if group in self.workqueue:
-                    self.workqueue.move_to_end(group, last=False)
+            rank = {group: index for index, group in enumerate(GROUP_ORDER)}
+            order = sorted(self.workqueue, key=lambda scope: rank[scope.split(":", 1)[0]])
+            for scope in reversed(order):
+                self.workqueue.move_to_end(scope, last=False)
             super()._assign_work_unit(node)
 
     return ByLab(config, log)

@@ -10,13 +10,17 @@ Sparks are), in the worker of the labs of their own (tests/conftest.py): it serv
 run with the utilization-based memory check changes nothing (Ray's workers hold rank 1's
 memory on spark-2, where no vLLM runs), a reboot of spark-2 heals by itself, then day two in
 one run and one stop: a configuration change restarts the whole group, a vLLM that ignores
-SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Its
-Claude Code and RDMA results go to folders of their own, as the gateway lab's do.
+SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Then
+`llmfleet upgrade` of the image (Ray's containers', vLLM's in the head's): one whose vLLM
+refuses its arguments is rolled back by itself, a good one sticks through the benchmark gate
+and the images beyond the last ones that served go. Its Claude Code, RDMA and benchmark
+results go to folders of their own, as the gateway lab's do.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -289,3 +293,131 @@ def test_day_two_a_change_restarts_the_group_a_deaf_vllm_is_killed_the_gid_index
         lab.sh("spark-1", "systemctl start llmfleet-vllm", timeout=300, check=False)
     wait_answering(lab, 300)
     assert vllm_gid_index(lab) == "5"
+
+
+# vLLM's image on this path is the Ray containers' (vLLM runs in the head container): the
+# lab's runtime image (`llmfleet lab build`, loaded into every node's Docker at boot, no
+# registry digest, so the lab allows floating references). Version 2 differs from it by a
+# label only; the broken one finds, first on its PATH, a `vllm` that refuses its arguments
+# the way vLLM does, and exits.
+RAY_IMAGE = "localhost/llmfleet-lab/vllm-ray"
+# The runtime image's PATH (Containerfile.runtime).
+RUNTIME_PATH = "/opt/vllm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MAKE_IMAGES = rf"""
+set -e
+docker image inspect {RAY_IMAGE}:2 {RAY_IMAGE}:broken >/dev/null 2>&1 && exit 0
+docker rm -f llmfleet-lab-build >/dev/null 2>&1 || true
+docker create --name llmfleet-lab-build {RAY_IMAGE}:lab true >/dev/null
+docker commit --change 'LABEL llmfleet.lab.version=2' llmfleet-lab-build {RAY_IMAGE}:2 >/dev/null
+docker rm llmfleet-lab-build >/dev/null
+docker run --name llmfleet-lab-build --entrypoint /bin/sh {RAY_IMAGE}:lab -c '
+  mkdir -p /broken
+  printf "#!/bin/sh\necho \"vllm: error: unrecognized arguments: %s\" >&2\nexit 2\n" \
+    --llmfleet-lab-broken > /broken/vllm
+  chmod 0755 /broken/vllm'
+docker commit \
+  --change 'ENV PATH=/broken:{RUNTIME_PATH}' \
+  llmfleet-lab-build {RAY_IMAGE}:broken >/dev/null
+docker rm llmfleet-lab-build >/dev/null
+"""
+NODES = ("spark-1", "spark-2")
+
+
+def upgrade(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
+    return lab.run(
+        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain",
+        "-e", f"llmfleet_artifacts_dir={ARTIFACTS}", *args, timeout=1800,
+    )  # fmt: skip
+
+
+def ray_image(lab: Lab, node: str) -> str:
+    """The image id of the node's Ray container (vLLM's, in the head's)."""
+    return lab.out(node, "docker inspect -f '{{.Image}}' llmfleet-ray").strip()
+
+
+def image_id(lab: Lab, node: str, reference: str) -> str:
+    return lab.out(node, f"docker image inspect -f '{{{{.Id}}}}' {reference}").strip()
+
+
+def switches(lab: Lab, node: str) -> list[dict]:
+    """The node's switches (up, upgrade, rollback), without the probe's heals."""
+    entries = json.loads(lab.out(node, "cat /var/lib/llmfleet/history.json"))["entries"]
+    return [entry for entry in entries if entry["action"] != "heal"]
+
+
+@pytest.fixture(scope="module")
+def images(ray_lab: Lab) -> Lab:
+    for node in NODES:
+        ray_lab.sh(node, MAKE_IMAGES, timeout=300)
+    return ray_lab
+
+
+def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(images: Lab) -> None:
+    """Ray's containers on both nodes are created again from the new image, vLLM refuses its
+    arguments as it starts in the head container: the wait fails at once with vLLM's reason,
+    and both nodes go back to the image that served."""
+    lab = images
+    run = upgrade(lab, "--image", f"{RAY_IMAGE}:broken")
+    out = run.stdout
+    assert run.returncode == 2, out[-6000:]
+    assert "unrecognized arguments: --llmfleet-lab-broken" in out, out[-6000:]
+    assert "It was rolled back: the cluster serves" in out, out[-6000:]
+    for node in NODES:
+        assert ray_image(lab, node) == image_id(lab, node, f"{RAY_IMAGE}:lab"), node
+    last = switches(lab, "spark-1")[-1]
+    assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
+    assert (last["from"]["image"], last["to"]["image"]) == (
+        f"{RAY_IMAGE}:lab",
+        f"{RAY_IMAGE}:broken",
+    )
+    assert "unrecognized arguments" in last["reason"], last
+    assert chat(lab)["choices"], "no answer"
+
+
+def test_an_upgrade_to_a_good_image_sticks(images: Lab) -> None:
+    lab = images
+    # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
+    run = upgrade(lab, "--image", f"{RAY_IMAGE}:2", "--keep-images", "2", "--bench-gate", "50")
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 0, out[-6000:]
+    assert "spark-1: the benchmark gate passed (gate: 32 ok, 0 errors, TTFT p50" in out, out[-6000:]
+    assert f'to keep this, set {{"llmfleet_vllm_image": "{RAY_IMAGE}:2"' in out, out[-6000:]
+    for node in NODES:
+        assert ray_image(lab, node) == image_id(lab, node, f"{RAY_IMAGE}:2"), node
+        # The last two images that served stay; the broken one, which never served, goes.
+        tags = lab.out(node, f"docker images --format '{{{{.Tag}}}}' {RAY_IMAGE}").split()
+        assert sorted(tags) == ["2", "lab"], (node, tags)
+    last = switches(lab, "spark-1")[-1]
+    assert (last["action"], last["outcome"]) == ("upgrade", "ok"), last
+    assert vllm_pids(lab), "vLLM is not in the head container"
+    assert chat(lab)["choices"], "no answer"
+
+
+# The lab's profile, and the same with one sequence at a time: the benchmark gate's four
+# concurrent requests then queue behind each other (a real regression, not a simulated one).
+PROFILES = yaml.safe_load((ROOT / "roles/vllm_server/defaults/main.yml").read_text())[
+    "vllm_server_profiles"
+]
+SERIAL_PROFILES = {
+    "tiny_lab": PROFILES["tiny_lab"],
+    "tiny_lab_serial": {**PROFILES["tiny_lab"], "max_num_seqs": 1},
+}
+
+
+# Extended: the rollback is walked by the broken image's upgrade too; the gate's judgement
+# by tests/unit/plugins/filter/test_bench.py. make test leaves it out (Makefile).
+@pytest.mark.extended
+def test_a_slower_profile_fails_the_benchmark_gate_and_is_rolled_back(ray_lab: Lab) -> None:
+    lab = ray_lab
+    profiles = json.dumps({"vllm_server_profiles": SERIAL_PROFILES})
+    run = upgrade(lab, "--profile", "tiny_lab_serial", "--bench-gate", "25", "-e", profiles)
+    out = " ".join(run.stdout.split())
+    assert run.returncode == 2, out[-6000:]
+    assert "spark-1: slower than what served before, beyond the 25.0% the benchmark gate" in out
+    assert "gate: TTFT p50 (ms) " in out, out[-6000:]
+    assert "It was rolled back: the cluster serves" in out, out[-6000:]
+    assert "max-num-seqs: 8" in lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml")
+    last = switches(lab, "spark-1")[-1]
+    assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
+    assert (last["from"]["profile"], last["to"]["profile"]) == ("tiny_lab", "tiny_lab_serial")
+    assert chat(lab)["choices"], "no answer"

@@ -1,95 +1,35 @@
-"""`llmfleet upgrade` on the served lab.
+"""`llmfleet upgrade` on the served lab, as `llmfleet up` left it (vLLM native, from the
+node's virtualenv, the mp executor: the GH200 box's path).
 
-As `llmfleet up` left it (vLLM native, from the node's virtualenv), in make test: a profile
-with an option the installed vLLM refuses is switched to on both ranks, fails at once with
-vLLM's own reason and is rolled back by itself; the endpoint answers from the profile that
-served before and the history on each node says what happened.
+A profile with an option the installed vLLM refuses is switched to on both ranks, fails at
+once with vLLM's own reason and is rolled back by itself; the endpoint answers from the
+profile that served before and the history on each node says what happened. Another revision
+of the model is fetched, copied and served, and the next `llmfleet up` serves the
+inventory's again.
 
-With vLLM in each node's Docker (the runtime image made from the node's own system, as
-molecule's vllm_server scenario makes it), in make test: an image whose vLLM refuses its
-arguments is rolled back by itself and the endpoint answers again from the image that
-served before; a good image sticks through the benchmark gate, the history on each node
-lists both switches with their outcome, and the images beyond the last ones that served
-are removed. In make test-extended: a profile that serves slower is caught by the benchmark
-gate and rolled back.
-
-The container tests leave vLLM in containers: conftest runs this file after every other
-test of the served lab. The images are built locally and have no registry digest, so the lab allows
-floating references and pulls only what is missing."""
+The upgrades of vLLM's image (one that refuses its arguments rolls back by itself, a good
+one sticks through the benchmark gate, the images beyond the last ones that served go, a
+slower profile fails the gate) run on the path where an image serves, the Spark sample's:
+test_lab_ray_path.py."""
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 
-import pytest
 import yaml
 
 from .conftest import ROOT, Lab, run_up, vllm_started
 
 NODES = ("spark-1", "spark-2")
-RUNTIME = "llmfleet-lab/vllm-runtime"
 KEY = "llmfleet-lab-key"  # inventory/lab/group_vars/all/serving.yml
 HUB_TOKEN = "llmfleet-lab-hub-token"  # the same file's model_weights_hub_token
 MODEL = "/opt/models/llmfleet-tiny"
 # Where model_weights keeps the files a revision replaced (model_weights_keep_replaced).
 KEPT = "/opt/models/.llmfleet-tiny.replaced"
-# vLLM in Docker on both nodes (Ray stays native): what molecule's vllm_server scenario sets.
-IN_DOCKER = {
-    "vllm_server_deployment": "container",
-    "vllm_server_container_engine": "docker",
-    "llmfleet_allow_floating_image": True,
-    "llmfleet_image_pull": "missing",
-    "vllm_server_container_gpus": False,
-    "vllm_server_container_volumes": ["/opt/vllm", "/opt/models"],
-    "vllm_server_shm_size": "1g",
-}
-# Version 2 differs from 1 by a label only; the broken one finds, first on its PATH, a `vllm`
-# that refuses its arguments the way vLLM does, and exits.
-MAKE_IMAGES = rf"""
-set -e
-docker image inspect {RUNTIME}:2 {RUNTIME}:broken >/dev/null 2>&1 && exit 0
-docker rm -f llmfleet-lab-build >/dev/null 2>&1 || true
-docker create --name llmfleet-lab-build {RUNTIME}:1 true >/dev/null
-docker commit --change 'LABEL llmfleet.lab.version=2' llmfleet-lab-build {RUNTIME}:2 >/dev/null
-docker rm llmfleet-lab-build >/dev/null
-docker run --name llmfleet-lab-build --entrypoint /bin/sh {RUNTIME}:1 -c '
-  mkdir -p /broken
-  printf "#!/bin/sh\necho \"vllm: error: unrecognized arguments: %s\" >&2\nexit 2\n" \
-    --llmfleet-lab-broken > /broken/vllm
-  chmod 0755 /broken/vllm'
-docker commit \
-  --change 'ENV PATH=/broken:/opt/vllm/bin:/usr/local/bin:/usr/bin:/bin' \
-  llmfleet-lab-build {RUNTIME}:broken >/dev/null
-docker rm llmfleet-lab-build >/dev/null
-"""
-
-
-# The lab's profile, and the same with one sequence at a time: the benchmark gate's four
-# concurrent requests then queue behind each other (a real regression, not a simulated one).
 PROFILES = yaml.safe_load((ROOT / "roles/vllm_server/defaults/main.yml").read_text())[
     "vllm_server_profiles"
 ]
-SERIAL_PROFILES = {
-    "tiny_lab": PROFILES["tiny_lab"],
-    "tiny_lab_serial": {**PROFILES["tiny_lab"], "max_num_seqs": 1},
-}
-
-
-def upgrade(lab: Lab, *args: str) -> subprocess.CompletedProcess[str]:
-    return lab.run(
-        "llmfleet", "upgrade", "-i", "inventory/lab", "--plain", "-e", json.dumps(IN_DOCKER),
-        *args, timeout=1800,
-    )  # fmt: skip
-
-
-def image_id(lab: Lab, node: str, reference: str) -> str:
-    return lab.out(node, f"docker image inspect -f '{{{{.Id}}}}' {reference}").strip()
-
-
-def running_image(lab: Lab, node: str) -> str:
-    return lab.out(node, "docker inspect -f '{{.Image}}' llmfleet-vllm").strip()
 
 
 def history(lab: Lab, node: str) -> list[dict]:
@@ -231,79 +171,4 @@ def test_an_upgrade_to_another_model_revision_sticks_until_up_serves_the_invento
         assert '"release": "next"' in kept, (node, kept)
         last = history(lab, node)[-1]
         assert (last["action"], last["to"]["model_revision"]) == ("up", main), last
-    assert answers(lab)
-
-
-@pytest.fixture(scope="module")
-def in_docker(lab: Lab, site) -> None:
-    """The served lab switched to vLLM in Docker from image 1, with images 2 and broken on
-    both nodes."""
-    build = lab.run(
-        "ansible-playbook", "-i", "inventory/lab", "molecule/shared/runtime_image.yml",
-        timeout=1800,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stdout[-4000:]
-    for node in NODES:
-        lab.sh(node, MAKE_IMAGES, timeout=600)
-    up = run_up(lab, "-e", json.dumps({**IN_DOCKER, "llmfleet_vllm_image": f"{RUNTIME}:1"}))
-    assert up.returncode == 0, up.stdout[-6000:]
-    for node in NODES:
-        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:1")
-        assert history(lab, node)[-1]["to"]["image"] == f"{RUNTIME}:1", history(lab, node)
-
-
-# The switch to vLLM in containers and two images built on both nodes (the fixture) took
-# 156 s in the last full make test, this test and the next 107 s each.
-def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(lab: Lab, in_docker) -> None:
-    run = upgrade(lab, "--image", f"{RUNTIME}:broken")
-    out = run.stdout
-    assert run.returncode == 2, out[-6000:]
-    # Why, from the log of the rank that exited, and what serves again.
-    assert "unrecognized arguments: --llmfleet-lab-broken" in out, out[-6000:]
-    assert "It was rolled back: the cluster serves" in out, out[-6000:]
-    for node in NODES:
-        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:1"), node
-        last = history(lab, node)[-1]
-        assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
-        assert (last["from"]["image"], last["to"]["image"]) == (
-            f"{RUNTIME}:1",
-            f"{RUNTIME}:broken",
-        )
-        assert "unrecognized arguments" in last["reason"]
-    assert answers(lab)
-
-
-def test_an_upgrade_to_a_good_image_sticks(lab: Lab, in_docker) -> None:
-    # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
-    run = upgrade(lab, "--image", f"{RUNTIME}:2", "--keep-images", "2", "--bench-gate", "50")
-    out = " ".join(run.stdout.split())
-    assert run.returncode == 0, out[-6000:]
-    assert "spark-1: the benchmark gate passed (gate: 32 ok, 0 errors, TTFT p50" in out, out[-6000:]
-    assert f'to keep this, set {{"llmfleet_vllm_image": "{RUNTIME}:2"' in out, out[-6000:]
-    for node in NODES:
-        assert running_image(lab, node) == image_id(lab, node, f"{RUNTIME}:2"), node
-        last = history(lab, node)[-1]
-        assert (last["action"], last["outcome"]) == ("upgrade", "ok"), last
-        # The last two images that served stay; the broken one, which never served, goes.
-        images = lab.out(node, f"docker images --format '{{{{.Tag}}}}' {RUNTIME}").split()
-        assert sorted(images) == ["1", "2"], images
-    assert answers(lab)
-
-
-# Extended: the rollback is walked by the broken image's upgrade too; the gate's judgement
-# by tests/unit/plugins/filter/test_bench.py. make test leaves it out (Makefile).
-@pytest.mark.extended
-def test_a_slower_profile_fails_the_benchmark_gate_and_is_rolled_back(lab: Lab, in_docker) -> None:
-    profiles = json.dumps({"vllm_server_profiles": SERIAL_PROFILES})
-    run = upgrade(lab, "--profile", "tiny_lab_serial", "--bench-gate", "25", "-e", profiles)
-    out = " ".join(run.stdout.split())
-    assert run.returncode == 2, out[-6000:]
-    assert "spark-1: slower than what served before, beyond the 25.0% the benchmark gate" in out
-    assert "gate: TTFT p50 (ms) " in out, out[-6000:]
-    assert "It was rolled back: the cluster serves" in out, out[-6000:]
-    for node in NODES:
-        assert "max-num-seqs: 8" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml"), node
-        last = history(lab, node)[-1]
-        assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
-        assert (last["from"]["profile"], last["to"]["profile"]) == ("tiny_lab", "tiny_lab_serial")
     assert answers(lab)
