@@ -250,6 +250,7 @@ def check(
         verbose=verbose,
         plain=plain,
         strict=strict,
+        quiet=True,
     )
 
 

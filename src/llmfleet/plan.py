@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -59,28 +60,34 @@ def _title(entry: dict[str, Any]) -> str:
     )
 
 
+def _is_asked(row: dict[str, Any], asked: dict[str, Any]) -> bool:
+    return (row["tensor_parallel_size"], row["pipeline_parallel_size"], row["hosts"]) == (
+        asked["tensor_parallel_size"],
+        asked["pipeline_parallel_size"],
+        asked["hosts"],
+    )
+
+
 def plan_table(entry: dict[str, Any]) -> Table:
     """One launch's layouts: per GPU weights, KV bytes per token, KV cache tokens and the
-    maximum concurrency at max_model_len, the layout asked for marked."""
+    maximum concurrency at max_model_len, the layout asked for marked; a line each, legible
+    at 80 columns (why a layout does not fit is under the table, see print_plans)."""
     plan = entry["plan"]
-    asked = plan["layout"]
     table = Table(
         title=escape(_title(entry)),
         caption="max_model_len {:,}; * the layout asked for".format(
             plan["settings"]["max_model_len"]
         ),
+        box=box.SIMPLE_HEAD,
+        collapse_padding=True,
     )
-    for column in ("hosts", "TP", "PP", "weights/GPU", "KV/token", "KV cache/GPU", "KV tokens"):
-        table.add_column(column, justify="right")
-    table.add_column("max concurrency", justify="right")
-    table.add_column("fits")
+    columns = ("hosts", "TP", "PP", "weights/GPU", "KV/token", "KV/GPU", "KV tokens", "max conc.")
+    for column in columns:
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("fits", no_wrap=True)
     for row in plan["layouts"]:
-        is_asked = (row["tensor_parallel_size"], row["pipeline_parallel_size"]) == (
-            asked["tensor_parallel_size"],
-            asked["pipeline_parallel_size"],
-        ) and row["hosts"] == asked["hosts"]
         table.add_row(
-            str(row["hosts"]) + (" *" if is_asked else ""),
+            str(row["hosts"]) + (" *" if _is_asked(row, plan["layout"]) else ""),
             str(row["tensor_parallel_size"]),
             str(row["pipeline_parallel_size"]),
             "{:.2f} GiB".format(row["weights_per_rank_bytes"] / GIB),
@@ -88,11 +95,24 @@ def plan_table(entry: dict[str, Any]) -> Table:
             "{:.2f} GiB".format(row["kv_cache_bytes"] / GIB),
             "{:,}".format(row["kv_cache_tokens"]),
             "{:.2f}x".format(row["max_concurrency"]),
-            "[green]yes[/green]"
-            if row["fits"]
-            else "[red]no[/red]: " + escape("; ".join(row["problems"])),
+            "[green]yes[/green]" if row["fits"] else "[red]no[/red]",
         )
     return table
+
+
+def _layout_problems(console: Console, plan: dict[str, Any]) -> None:
+    """Why each layout that does not fit does not."""
+    for row in plan["layouts"]:
+        if not row["fits"]:
+            console.print(
+                "  TP {} x PP {} on {} host(s) does not fit: {}".format(
+                    row["tensor_parallel_size"],
+                    row["pipeline_parallel_size"],
+                    row["hosts"],
+                    escape("; ".join(row["problems"])),
+                ),
+                highlight=False,
+            )
 
 
 def print_plans(console: Console, plans: list[dict[str, Any]]) -> None:
@@ -110,6 +130,7 @@ def print_plans(console: Console, plans: list[dict[str, Any]]) -> None:
         plan = entry["plan"]
         asked = plan["layout"]
         console.print(plan_table(entry))
+        _layout_problems(console, plan)
         verdict = (
             "[green]fits[/green]: {:,} tokens of KV cache, {:.2f}x at max_model_len".format(
                 asked["kv_cache_tokens"], asked["max_concurrency"]

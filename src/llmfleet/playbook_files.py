@@ -13,7 +13,14 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from llmfleet.cli_options import error, extra_var_names, fail, parse_extra_vars, warn
+from llmfleet.cli_options import (
+    RUNS_FOLDER,
+    error,
+    extra_var_names,
+    fail,
+    parse_extra_vars,
+    warn,
+)
 from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.run_outcome import RunResult
@@ -51,11 +58,12 @@ def run_collecting(
     folder_variable: str,
     limit: str | None = None,
     verbosity: int = 0,
-    plain: bool | None = True,
+    plain: bool | None = None,
 ) -> tuple[RunResult, dict[str, Any]]:
-    """Run ``playbooks/<playbook>.yml`` (progress on stderr) with ``folder_variable`` naming a
-    new private folder; its result and the JSON files it wrote there, by file stem. Exit 1
-    when the run cannot start."""
+    """Run ``playbooks/<playbook>.yml`` (one line of progress on stderr, the task stream with
+    ``-v`` and in the run's artifacts) with ``folder_variable`` naming a new private folder; its
+    result and the JSON files it wrote there, by file stem. Exit 1 when the run cannot
+    start."""
     with tempfile.TemporaryDirectory(prefix=f"llmfleet-{playbook}-") as folder:
         try:
             result = run_playbook(
@@ -67,6 +75,9 @@ def run_collecting(
                 console=Console(stderr=True),
                 plain=plain,
                 root=root,
+                artifacts=root / RUNS_FOLDER,
+                quiet=True,
+                recap=False,
             )
         except RunnerError as exc:
             raise fail(str(exc)) from None

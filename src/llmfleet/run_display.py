@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -119,8 +120,17 @@ def count_text(n: int, style: str) -> Text:
     return Text(str(n), style=style if n else "dim")
 
 
+# Ansible's warning for a play whose hosts' group the inventory lacks.
+HOST_PATTERN_MISMATCH = "Could not match supplied host pattern"
+
+
 class RunProgress:
-    """Consumes ansible-runner events; prints failures and (in plain mode) task lines."""
+    """Consumes ansible-runner events; prints failures and (in plain mode) task lines.
+
+    ``quiet`` (the commands whose product is a table: ``status``, ``doctor``, ``plan``,
+    ``check``): one line of progress instead of the task stream, in a terminal (a line
+    that goes when the run ends) and in plain mode (one line as the run starts); failures
+    and warnings all the same. ``-v`` shows the stream again."""
 
     def __init__(
         self,
@@ -129,10 +139,13 @@ class RunProgress:
         plain: bool,
         verbosity: int,
         status: Callable[[], str | None] | None = None,
+        quiet: bool = False,
     ) -> None:
         self.console = console
         self.plain = plain
         self.verbosity = verbosity
+        # The task stream (plays, tasks, what debug tasks say) is shown, as it comes.
+        self.stream = not quiet or verbosity > 0
         # What a long task reports of itself (a benchmark's progress), shown under the table
         # and, in plain mode, on each retry of the task that waits for it.
         self.status = status
@@ -203,24 +216,34 @@ class RunProgress:
             self._on_host_event(kind, str(data["host"]), data)
 
     def _on_playbook_event(self, kind: str, event: dict[str, Any], data: dict[str, Any]) -> None:
-        if kind == "playbook_on_start" and isinstance(event.get("pid"), int):
-            self.ansible_pid = int(event["pid"])
+        if kind == "playbook_on_start":
+            if isinstance(event.get("pid"), int):
+                self.ansible_pid = int(event["pid"])
+            if self.plain and not self.stream:
+                playbook = Path(str(data.get("playbook") or "the playbook")).name
+                self._print(Text(f"running {playbook} (its tasks: -v)", style="dim"))
         elif kind == "playbook_on_play_start":
             self.play = str(data.get("play") or data.get("name") or "")
-            if self.plain:
+            if self.plain and self.stream:
                 self._print(Text(f"== PLAY: {self.play}", style="bold"))
         elif kind in ("playbook_on_task_start", "playbook_on_handler_task_start"):
             self.task = _task_label(data)
         elif kind == "playbook_on_stats":
             self.final_stats = stats_from_event(data)
-        elif kind == "playbook_on_no_hosts_matched":
-            self._print(Text(f"warning: no hosts matched in play {self.play!r}", style="yellow"))
+        elif kind == "playbook_on_no_hosts_matched" and self.verbosity > 0:
+            # A play for hosts the inventory does not have (the Macs of a Spark inventory):
+            # nothing a user can do about it.
+            self._print(Text(f"no hosts matched in play {self.play!r}", style="dim"))
 
     def _on_output_event(self, kind: str, stdout: str) -> None:
         text = Text.from_ansi(stdout.strip())
         if not text.plain.strip():
             return
         if kind == "warning":
+            # A group the inventory does not have (the Macs of a Spark inventory) is nothing
+            # a user can act on: shown with -v, with the play it left empty.
+            if HOST_PATTERN_MISMATCH in text.plain and self.verbosity == 0:
+                return
             text.stylize("yellow")
             self._print(text)
             return
@@ -281,12 +304,12 @@ class RunProgress:
             # A transfer followed by llmfleet.cluster.transfer_progress: each attempt says
             # how far it is (it may run for hours), in the host's row or, plain, a line.
             row.task = f"{label}: {res['progress']}"
-            if self.plain:
+            if self.plain and self.stream:
                 self._print(Text.assemble((f"[{host}] ", "bold"), str(res["progress"])))
             return
         attempts, retries = res.get("attempts", "?"), res.get("retries", "?")
         row.task = f"{label} (retry {attempts}/{retries})"
-        if self.plain:
+        if self.plain and self.stream:
             status = self.status() if self.status else None
             detail = f": {status}" if status else ""
             self._print(Text(f"[{host}] retrying ({attempts}/{retries}): {label}{detail}"))
@@ -301,14 +324,14 @@ class RunProgress:
     def _debug_message(self, host: str, res: Mapping[str, Any]) -> None:
         """What a playbook chose to show the user (debug tasks, assert success messages),
         in both display modes."""
-        if is_censored(res) or "msg" not in res:
+        if is_censored(res) or "msg" not in res or not self.stream:
             return
         msg = res["msg"]
         lines = [str(item) for item in msg] if isinstance(msg, list) else str(msg).splitlines()
         self._print(*(Text.assemble((f"[{host}] ", "bold"), line) for line in lines))
 
     def _line(self, host: str, word: str, label: str, style: str) -> None:
-        if self.plain:
+        if self.plain and self.stream:
             self._print(Text.assemble(f"[{host}] ", (f"{word}:", style), f" {label}"))
 
     def _failure(
@@ -344,6 +367,10 @@ class RunProgress:
                 header.append_text(Text.assemble(("  ·  task: ", "dim"), self.task))
             if self.cancel_requested:
                 header.append("  ·  stopping (Ctrl-C again to force)", style="bold yellow")
+            if not self.stream:
+                hosts = f"  ·  {len(self.hosts)} host{'s' if len(self.hosts) != 1 else ''}"
+                header.append(hosts, style="dim")
+                return header
             table = Table(box=box.SIMPLE_HEAD, expand=False, pad_edge=False)
             table.add_column("host", style="bold", no_wrap=True)
             for name in ("ok", "changed", "failed", "skipped", "unreach."):

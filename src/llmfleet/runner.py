@@ -27,6 +27,9 @@ from llmfleet.run_display import RunProgress
 from llmfleet.run_outcome import ExitCode, RunResult
 from llmfleet.run_recap import render_recap
 
+# How many runs' records a folder of artifacts keeps (ansible-runner's rotate_artifacts).
+RUNS_KEPT = 200
+
 
 class RunnerError(RuntimeError):
     """The run could not start (missing playbook or inventory, ansible-runner refused)."""
@@ -72,6 +75,8 @@ def run_playbook(
     root: Path | None = None,
     status: Callable[[], str | None] | None = None,
     artifacts: Path | None = None,
+    quiet: bool = False,
+    recap: bool = True,
 ) -> RunResult:
     """Run ``playbook`` against ``inventory`` and return what happened.
 
@@ -84,6 +89,9 @@ def run_playbook(
     output) in a folder of its own in that directory (``<UTC time>-<playbook>``, see
     :func:`llmfleet.run_artifacts.run_ident`), both owner-only (0700) and scrubbed of
     secrets (:func:`llmfleet.run_artifacts.scrub`); ``RunResult.artifacts`` names it.
+    ``quiet`` (a command whose product is a table): one line of progress instead of the task
+    stream (see :class:`llmfleet.run_display.RunProgress`). Without ``recap``, the recap is
+    printed only when a host failed (the command prints its own table).
 
     Raises :class:`RunnerError` when the run cannot start.
     """
@@ -98,7 +106,7 @@ def run_playbook(
     if plain is None:
         plain = not console.is_terminal
 
-    progress = RunProgress(console, plain=plain, verbosity=verbosity, status=status)
+    progress = RunProgress(console, plain=plain, verbosity=verbosity, status=status, quiet=quiet)
     with tempfile.TemporaryDirectory(prefix="llmfleet-run-") as tmp:
         workdir = Path(tmp)
         cmdline = _extravar_args(extravars, workdir)
@@ -134,14 +142,10 @@ def run_playbook(
             if run_folder is not None:
                 scrub(run_folder, keep_env=kwargs["envvars"], secrets=secret_values(os.environ))
 
-    rc = r.rc if isinstance(r.rc, int) else 1
-    stats = progress.final_stats
-    if stats is None:
-        stats = {h: row.stats for h, row in progress.hosts.items()}
     result = RunResult(
-        rc=rc,
+        rc=r.rc if isinstance(r.rc, int) else 1,
         status=str(r.status),
-        stats=stats,
+        stats=progress.final_stats or {h: row.stats for h, row in progress.hosts.items()},
         failures=list(progress.failures),
         elapsed=time.monotonic() - progress.started,
         artifacts=run_folder,
@@ -153,7 +157,8 @@ def run_playbook(
     if stopped_early and result.exit_code not in (ExitCode.OK, ExitCode.INTERRUPTED):
         for line in progress.output_tail:
             console.print(Text(line, style="red"), soft_wrap=True, highlight=False)
-    render_recap(result, console, plain=plain)
+    if recap or result.exit_code != ExitCode.OK:
+        render_recap(result, console, plain=plain)
     return result
 
 
@@ -163,6 +168,8 @@ def _keep_artifacts(kwargs: dict[str, Any], artifacts: Path | None, playbook: Pa
         return None  # ansible-runner writes them in the temporary folder, removed after
     artifacts = make_private_folder(artifacts)
     kwargs["artifact_dir"] = str(artifacts)
+    # The oldest go once there are more (status and doctor keep theirs too).
+    kwargs["rotate_artifacts"] = RUNS_KEPT
     ident = run_ident(artifacts, playbook)
     kwargs["ident"] = ident
     return artifacts / ident

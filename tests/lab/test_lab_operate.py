@@ -73,6 +73,10 @@ def test_status_shows_the_head_serving_and_the_headless_rank(lab: Lab, site) -> 
 
     screen = lab.run("llmfleet", "status", "-i", "inventory/lab", env={"COLUMNS": "200"})
     assert screen.returncode == 0, screen.stderr[-3000:]
+    # Plain (no terminal): one line of progress, then the table; the tasks are in the
+    # run's artifacts.
+    before = screen.stderr.splitlines()
+    assert before[:1] == ["running status.yml (its tasks: -v)"] and len(before) <= 2, before
     assert "answers requests: llmfleet-tiny" in screen.stdout
     assert "headless rank 1 (API on 192.168.100.11)" in screen.stdout
     assert "2 of 2 nodes alive" in screen.stdout

@@ -76,3 +76,16 @@ def test_an_unknown_profile_exits_1_and_says_why() -> None:
     assert code == 1
     assert entry["profile"] == "nope"
     assert "error" in entry
+
+
+def test_the_table_is_a_line_per_layout_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    out = runner.invoke(app, ["plan", "-i", "inventory/sparks"]).stdout
+    table = out[: out.index("max_model_len 131,072")].splitlines()
+    assert max(len(line) for line in table) <= 80, out
+    rows = [line for line in table if "GiB" in line]
+    assert len(rows) == 3, out
+    assert rows[-1].split()[-1] == "no", out
+    # Why the layout of one Spark does not fit, under the table.
+    flat = " ".join(out.split())
+    assert "TP 1 x PP 1 on 1 host(s) does not fit: weights need 107.10 GiB per GPU" in flat, out

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from llmfleet.cli import app
+from llmfleet.playbook_files import run_collecting
 from llmfleet.run_artifacts import HIDDEN
 
 runner = CliRunner()
@@ -401,3 +402,98 @@ def test_upgrade_refuses_a_negative_bench_gate(fake_collection: Any) -> None:
     )
     assert result.exit_code == 1
     assert "--bench-gate" in result.output
+
+
+# A playbook of a command whose product is a table: a play for hosts the inventory does not
+# have (the Macs of a Spark inventory), debug output, and the document it writes.
+COLLECTING = """\
+- name: Read every Mac
+  hosts: macs
+  gather_facts: false
+  tasks:
+    - name: Never runs
+      ansible.builtin.ping:
+- name: Read every host
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say what it reads
+      ansible.builtin.debug:
+        msg: reading localhost
+    - name: Write its document
+      ansible.builtin.copy:
+        content: '{"host": "localhost"}'
+        dest: "{{ llmfleet_probe_dir }}/localhost.json"
+        mode: "0600"
+"""
+
+
+@pytest.mark.parametrize("plain", [True, False])
+def test_a_command_that_prints_a_table_shows_one_line_of_progress_before_it(
+    fake_collection: Any, capsys: pytest.CaptureFixture[str], plain: bool
+) -> None:
+    (fake_collection.root / "playbooks" / "probe.yml").write_text(COLLECTING, encoding="utf-8")
+    result, written = run_collecting(
+        fake_collection.root, "probe", fake_collection.inventory, extravars=[],
+        folder_variable="llmfleet_probe_dir", plain=plain,
+    )  # fmt: skip
+    assert result.exit_code == 0
+    assert written == {"localhost": {"host": "localhost"}}
+    out, err = capsys.readouterr()
+    assert not out
+    # Plain: one line as the run starts; in a terminal, a line that goes with the run (not
+    # one here: the test's stderr is no terminal, the live line is not drawn); no task
+    # stream, no "no hosts matched", no recap.
+    assert err.splitlines() == (["running probe.yml (its tasks: -v)"] if plain else []), err
+    # The stream is kept in the run's artifacts.
+    [run] = (fake_collection.root / "artifacts" / "runs").iterdir()
+    events = [json.loads(path.read_text()) for path in (run / "job_events").glob("*.json")]
+    assert {event["event_data"].get("task") for event in events} >= {"Write its document"}
+
+
+def test_with_v_the_table_command_shows_its_tasks(
+    fake_collection: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (fake_collection.root / "playbooks" / "probe.yml").write_text(COLLECTING, encoding="utf-8")
+    run_collecting(
+        fake_collection.root, "probe", fake_collection.inventory, extravars=[],
+        folder_variable="llmfleet_probe_dir", plain=True, verbosity=1,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert "== PLAY: Read every host" in err, err
+    assert "[localhost] changed: Write its document" in err, err
+    assert "[localhost] reading localhost" in err, err
+    assert "no hosts matched in play 'Read every Mac'" in err, err
+    assert "Could not match supplied host pattern, ignoring: macs" in err, err
+
+
+def test_a_failure_of_a_table_command_is_shown_with_its_recap(
+    fake_collection: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (fake_collection.root / "playbooks" / "probe.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: Read the node\n      ansible.builtin.command: 'false'\n",
+        encoding="utf-8",
+    )
+    result, _ = run_collecting(
+        fake_collection.root, "probe", fake_collection.inventory, extravars=[],
+        folder_variable="llmfleet_probe_dir", plain=True,
+    )  # fmt: skip
+    assert result.exit_code != 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "[localhost] FAILED: Read the node" in err, err
+    assert "OK" not in err.split(), err
+
+
+def test_check_shows_its_recap_without_the_task_stream(
+    fake_collection: Any, play: Callable[[str], str]
+) -> None:
+    (fake_collection.root / "playbooks" / "validate.yml").write_text(
+        play("    - name: Check the inventory\n      ansible.builtin.ping:\n"), encoding="utf-8"
+    )
+    result = runner.invoke(app, ["check", "-i", str(fake_collection.inventory), "--plain"])
+    assert result.exit_code == 0, result.output
+    assert "[localhost] ok: Check the inventory" not in result.output, result.output
+    assert "== PLAY" not in result.output, result.output
+    assert "running validate.yml (its tasks: -v)" in result.output, result.output
+    assert "OK: all hosts done" in result.output, result.output
