@@ -243,7 +243,7 @@ def test_installed_wheel_works_outside_the_checkout(installed_wheel: Path, tmp_p
     # the installed collection (localhost is in no topology's group: nothing is changed).
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
-    check = ["check", "-i", inventory, "--plain"]
+    check = ["check", "-i", inventory, "--plain", "-v"]  # -v: the plays' names
     assert "Check the whole inventory" in run(
         installed_wheel / "llmfleet", *check, cwd=tmp_path, env=env
     )
