@@ -7,11 +7,19 @@ vLLM sizes a layer's KV cache from the language model's settings: layers, KV hea
 size (``vllm/transformers_utils/model_arch_config_convertor.py``: ``get_head_size``,
 ``get_total_num_kv_heads``), or for MLA one latent of ``kv_lora_rank + qk_rope_head_dim``
 per token. Multimodal models keep those settings in ``text_config``. The weights are the
-checkpoint's size when it is known, else estimated here from the shapes and the
-quantization config.
+checkpoint's size when it is known, else estimated from the shapes and the quantization
+config (``_capacity_weights``).
 """
 
 from __future__ import annotations
+
+from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_weights import (
+    estimate_weights,
+    optional_int,
+    parameter_estimate,
+    quantized_bits,
+    vision_parameters,
+)
 
 # Where a multimodal or wrapped model keeps its language model's settings.
 NESTED_CONFIGS = ("text_config", "llm_config", "language_config")
@@ -59,6 +67,7 @@ SERVING_DEFAULTS = {
     "overhead_gib": DEFAULT_OVERHEAD_GIB,
     "max_num_batched_tokens": 8192,
     "hybrid_kv_cache": True,
+    "mm_encoder_tp_mode": "weights",  # vLLM's --mm-encoder-tp-mode: data keeps it whole
 }
 
 
@@ -89,11 +98,6 @@ def _positive_int(text, key, where, what):
             )
         )
     return value
-
-
-def _optional_int(text, key):
-    value = text.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def model_dtype(config, text):
@@ -131,125 +135,38 @@ def attention_layers(config, text, layers):
         return full, sliding, state, window
     if not window or text.get("use_sliding_window") is False:
         return layers, 0, 0, 0
-    pattern = _optional_int(text, "sliding_window_pattern")
+    pattern = optional_int(text, "sliding_window_pattern")
     if not pattern and config.get("model_type") in _SLIDING_EVERY_OTHER_LAYER:
         pattern = 2
     if pattern:
         full = layers // pattern
         return full, layers - full, 0, window
     if "max_window_layers" in text:  # Qwen2: the first max_window_layers layers are full
-        full = min(layers, _optional_int(text, "max_window_layers"))
+        full = min(layers, optional_int(text, "max_window_layers"))
         return full, layers - full, 0, window
     return 0, layers, 0, window
 
 
 def _mla(text):
-    if _optional_int(text, "kv_lora_rank"):
+    if optional_int(text, "kv_lora_rank"):
         return {
             "kv_lora_rank": text["kv_lora_rank"],
-            "qk_rope_head_dim": _optional_int(text, "qk_rope_head_dim"),
+            "qk_rope_head_dim": optional_int(text, "qk_rope_head_dim"),
         }
     return None
 
 
-def _quantized_bits(quantization):
-    """``(method, bits per weight including group scales)`` of a ``quantization_config``;
-    ``(method, None)`` for a method this estimate does not know."""
-    method = str(quantization.get("quant_method") or "").lower()
-    algo = str(quantization.get("quant_algo") or "").upper()
-    bits = quantization.get("bits") or quantization.get("w_bit") or quantization.get("num_bits")
-    group = quantization.get("group_size") or quantization.get("q_group_size")
-    scale = 16  # bits of the scale each group of weights carries
-    if method == "compressed-tensors":
-        weights = [
-            group_config.get("weights") or {}
-            for group_config in (quantization.get("config_groups") or {}).values()
-        ]
-        lowest = min(weights, key=lambda w: w.get("num_bits") or 16, default={})
-        bits, group = lowest.get("num_bits"), lowest.get("group_size")
-    elif method in ("fp8", "fbgemm_fp8", "ptpc_fp8") or algo == "FP8":
-        bits, group = 8, 0
-    elif method == "mxfp4":
-        bits, group, scale = 4, 32, 8
-    elif algo == "NVFP4":
-        bits, group, scale = 4, 16, 8
-    elif method == "bitsandbytes":
-        bits = 4 if quantization.get("load_in_4bit") else 8
-    if not isinstance(bits, int) or bits < 1:
-        return method, None
-    return method, bits + (scale / group if isinstance(group, int) and group > 0 else 0)
-
-
-def parameter_estimate(text):
-    """``(parameters of the decoder layers, parameters of one embedding matrix)`` from the
-    shapes: attention (GQA or MLA), a dense MLP or experts (routed and shared)."""
-    hidden = _optional_int(text, "hidden_size")
-    layers = _optional_int(text, "num_hidden_layers")
-    heads = _optional_int(text, "num_attention_heads")
-    kv_heads = _optional_int(text, "num_key_value_heads") or heads
-    head_dim = _optional_int(text, "head_dim") or (hidden // heads if heads else 0)
-    if _mla(text):
-        rope, nope = (
-            _optional_int(text, "qk_rope_head_dim"),
-            _optional_int(text, "qk_nope_head_dim"),
+def _checkpoint_bytes(checkpoint_bytes):
+    if (
+        isinstance(checkpoint_bytes, bool)
+        or not isinstance(checkpoint_bytes, (int, float))
+        or checkpoint_bytes <= 0
+    ):
+        raise CapacityInputError(
+            "checkpoint_bytes is {0!r}; expected the checkpoint's size in bytes, more "
+            "than 0".format(checkpoint_bytes)
         )
-        value_dim = _optional_int(text, "v_head_dim") or head_dim
-        q_rank = _optional_int(text, "q_lora_rank")
-        query = (
-            hidden * q_rank + q_rank * heads * (nope + rope)
-            if q_rank
-            else hidden * heads * (nope + rope)
-        )
-        rank = text["kv_lora_rank"]
-        attention = query + hidden * (rank + rope) + rank * heads * (nope + value_dim)
-        attention += heads * value_dim * hidden
-    else:
-        attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    experts = 0
-    for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
-        experts = experts or _optional_int(text, key)
-    dense = 3 * hidden * _optional_int(text, "intermediate_size")
-    if experts:
-        expert_size = _optional_int(text, "moe_intermediate_size") or _optional_int(
-            text, "intermediate_size"
-        )
-        shared = _optional_int(text, "n_shared_experts") * expert_size + _optional_int(
-            text, "shared_expert_intermediate_size"
-        )
-        moe = 3 * hidden * expert_size * experts + 3 * hidden * shared + hidden * experts
-        dense_layers = min(layers, _optional_int(text, "first_k_dense_replace"))
-        mlp_total = dense_layers * dense + (layers - dense_layers) * moe
-    else:
-        mlp_total = layers * dense
-    return layers * attention + mlp_total, _optional_int(text, "vocab_size") * hidden
-
-
-def _weights(text, checkpoint_bytes, bits, dtype, tied):
-    """``(bytes, where the figure comes from)``: the checkpoint's size, else the layers at
-    the quantized bits (the dtype's unquantized) and the embeddings at the dtype."""
-    if checkpoint_bytes is not None:
-        if (
-            isinstance(checkpoint_bytes, bool)
-            or not isinstance(checkpoint_bytes, (int, float))
-            or checkpoint_bytes <= 0
-        ):
-            raise CapacityInputError(
-                "checkpoint_bytes is {0!r}; expected the checkpoint's size in bytes, more "
-                "than 0".format(checkpoint_bytes)
-            )
-        return int(checkpoint_bytes), "the checkpoint's size"
-    layer_parameters, embedding_parameters = parameter_estimate(text)
-    layer_bits = bits or 8 * DTYPE_BYTES[dtype]
-    matrices = 1 if tied else 2
-    weight_bytes = int(layer_parameters * layer_bits / 8) + (
-        embedding_parameters * matrices * DTYPE_BYTES[dtype]
-    )
-    return weight_bytes, (
-        "estimated from config.json (the language model alone): {0:,} parameters in the "
-        "layers at {1:g} bits, {2} embedding matrices at {3}".format(
-            layer_parameters, round(layer_bits, 2), matrices, dtype
-        )
-    )
+    return int(checkpoint_bytes)
 
 
 def read_model(config, checkpoint_bytes=None):
@@ -266,7 +183,7 @@ def read_model(config, checkpoint_bytes=None):
             "config.json: {0}num_key_value_heads is {1!r}; expected a positive integer "
             "(the KV heads, the attention heads when absent)".format(where, kv_heads)
         )
-    head_dim = _optional_int(text, "head_dim") or _optional_int(text, "hidden_size") // heads
+    head_dim = optional_int(text, "head_dim") or optional_int(text, "hidden_size") // heads
     mla = _mla(text)
     if not head_dim and not mla:
         raise CapacityInputError(
@@ -283,10 +200,14 @@ def read_model(config, checkpoint_bytes=None):
     dtype = model_dtype(config, text)
     bytes_per_value = dtype_bytes(dtype, "config.json: torch_dtype (or dtype)")
     quantization = config.get("quantization_config") or text.get("quantization_config")
-    method, bits = _quantized_bits(quantization) if isinstance(quantization, dict) else (None, None)
+    method, bits = quantized_bits(quantization) if isinstance(quantization, dict) else (None, None)
     tied = bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
     embedding_bytes = parameter_estimate(text)[1] * bytes_per_value
-    weight_bytes, source = _weights(text, checkpoint_bytes, bits, dtype, tied)
+    weight_bytes, bits_by_part, source = estimate_weights(
+        config, text, quantization, dtype=dtype, dtype_bytes=bytes_per_value, tied=tied
+    )
+    if checkpoint_bytes is not None:
+        weight_bytes, source = _checkpoint_bytes(checkpoint_bytes), "the checkpoint's size"
     return {
         "layers": layers,
         "attention_heads": heads,
@@ -299,9 +220,13 @@ def read_model(config, checkpoint_bytes=None):
         "state_layers": state,
         "dtype": dtype,
         "quantization": {"method": method, "bits": bits} if method else None,
-        "max_position_embeddings": _optional_int(text, "max_position_embeddings") or None,
+        "max_position_embeddings": optional_int(text, "max_position_embeddings") or None,
         "weight_bytes": weight_bytes,
         "weights_source": source,
+        "bits_by_part": bits_by_part,
+        # In weight_bytes, the checkpoint's or the estimate's: a rank holds all of it when
+        # vLLM runs the encoder data parallel (--mm-encoder-tp-mode data).
+        "vision_bytes": vision_parameters(config) * bytes_per_value,
         "embedding_bytes": embedding_bytes,
         "tied_embeddings": tied,
     }
@@ -390,6 +315,11 @@ def resolve_settings(model, cluster, serving):
     _number(settings, "max_num_batched_tokens", "serving", 1, integer=True)
     _number(settings, "gpu_memory_utilization", "serving", 0.01, high=1)
     _number(settings, "overhead_gib", "serving", 0)
+    if settings["mm_encoder_tp_mode"] not in ("weights", "data"):
+        raise CapacityInputError(
+            "serving.mm_encoder_tp_mode is {0!r}; expected weights or data (vLLM's "
+            "--mm-encoder-tp-mode)".format(settings["mm_encoder_tp_mode"])
+        )
     default_block = 128 if settings["device"] == "cpu" and not model["mla"] else 16
     settings["block_size"] = settings["block_size"] or default_block
     _number(settings, "block_size", "serving", 1, integer=True)

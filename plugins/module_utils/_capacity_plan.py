@@ -47,15 +47,18 @@ def kv_bytes_per_token_per_layer(model, tp, kv_cache_dtype_bytes):
     return 2 * max(1, model["kv_heads"] // tp) * model["head_dim"] * kv_cache_dtype_bytes
 
 
-def weights_per_rank(model, tp, pp):
+def weights_per_rank(model, tp, pp, encoder_data_parallel=False):
     """Bytes of weights on the fullest rank: its share of the layers (``ceil(layers / pp)``
-    of them) and of the embedding matrices (one per stage when pipelined), split over TP."""
+    of them) and of the embedding matrices (one per stage when pipelined), split over TP,
+    and the vision encoder's, split over TP or (run data parallel) whole on every rank."""
+    vision = min(model.get("vision_bytes") or 0, model["weight_bytes"])
+    language = model["weight_bytes"] - vision
     matrices = 1 if model["tied_embeddings"] else 2
-    embeddings = min(model["embedding_bytes"] * matrices, model["weight_bytes"])
-    on_rank = (model["weight_bytes"] - embeddings) * math.ceil(model["layers"] / pp)
+    embeddings = min(model["embedding_bytes"] * matrices, language)
+    on_rank = (language - embeddings) * math.ceil(model["layers"] / pp)
     on_rank /= model["layers"]
     on_rank += embeddings / matrices if pp > 1 else embeddings
-    return int(on_rank / tp)
+    return int(on_rank / tp + (vision if encoder_data_parallel else vision / tp))
 
 
 def _cache_groups(model, settings, pp):
@@ -160,7 +163,7 @@ def _layout_problems(model, settings, tp, pp, row):
 
 def layout(model, settings, tp, pp):
     """One layout's numbers per rank (the fullest one) and why it cannot work, if so."""
-    weights = weights_per_rank(model, tp, pp)
+    weights = weights_per_rank(model, tp, pp, settings["mm_encoder_tp_mode"] == "data")
     budget = None
     if settings["memory_per_gpu_gib"] is not None:
         budget = int(settings["gpu_memory_utilization"] * settings["memory_per_gpu_gib"] * GIB)
@@ -226,6 +229,16 @@ def assumptions(model, settings):
                 settings["gpu_memory_utilization"],
                 settings["memory_per_gpu_gib"],
                 settings["overhead_gib"],
+            )
+        )
+    if model.get("vision_bytes"):
+        found.append(
+            "vision encoder: {0:.2f} GiB at {1}, {2}".format(
+                model["vision_bytes"] / GIB,
+                model["dtype"],
+                "whole on every rank (mm_encoder_tp_mode data)"
+                if settings["mm_encoder_tp_mode"] == "data"
+                else "split over TP like the rest",
             )
         )
     if model["mla"]:

@@ -163,10 +163,24 @@ def plan(
             "plan, problems; or error).",
         ),
     ] = False,
+    allowance: Annotated[
+        float | None,
+        typer.Option(
+            "--allowance",
+            min=0,
+            metavar="GIB",
+            help="GiB per GPU allowed for what vLLM counts besides weights and KV cache "
+            "(activation peak, CUDA graphs, CUDA context, NCCL and torch buffers): "
+            "[cyan]llmfleet_plan_allowance_gib[/cyan] for this plan; the planner's 2 GiB "
+            "when neither is set.",
+        ),
+    ] = None,
     verbose: VerboseOption = 0,
 ) -> None:
     """Plan the KV cache of every launch of an inventory."""
     root, extravars = start(inventory, extra_vars)
+    if allowance is not None:
+        extravars = [*extravars, {"llmfleet_plan_allowance_gib": allowance}]
     code, plans = run_plan_playbook(root, inventory, extravars, verbose)
     if code != ExitCode.OK:
         raise typer.Exit(int(code))

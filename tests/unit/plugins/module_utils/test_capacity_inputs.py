@@ -76,7 +76,7 @@ def test_the_lab_models_weights_are_estimated_within_a_tenth_of_a_percent() -> N
     assert model["weight_bytes"] == 4_784_128
     assert abs(model["weight_bytes"] - 4_787_648) / 4_787_648 < 0.001
     assert model["weights_source"].startswith(
-        "estimated from config.json (the language model alone): 294,912 parameters"
+        "estimated from config.json: 294,912 parameters in the layers (attention at 16 bits"
     )
 
 
@@ -100,8 +100,13 @@ def test_a_multimodal_model_is_read_from_its_text_config() -> None:
     # 3 x 4096 x 1536 x 128 + router 4096 x 128 = 2,416,443,392; x 94 layers.
     layers, embedding = parameter_estimate(QWEN3_VL["text_config"])
     assert (layers, embedding) == (233_848_176_640, 622_329_856)
-    # Layers at 4.125 bits, two embedding matrices at bf16.
-    assert model["weight_bytes"] == 120_577_966_080 + 2 * 622_329_856 * 2
+    # Attention and experts at 4.125 bits, the routers (94 x 4096 x 128) and two embedding
+    # matrices at bf16, and the vision encoder at bf16: 27 blocks of 4 x 1152^2 + 2 x 1152
+    # x 4608 and a patch embedding of 3 x 14 x 14 x 1152 (the other shapes at their defaults).
+    assert model["vision_bytes"] == (27 * 15_925_248 + 677_376) * 2 == 861_318_144
+    assert model["weight_bytes"] == int(
+        233_798_893_568 * 4.125 / 8 + 49_283_072 * 2 + 2 * 622_329_856 * 2 + 861_318_144
+    )
 
 
 def test_mla_keeps_one_latent_and_its_own_parameter_count() -> None:

@@ -164,20 +164,21 @@ def test_seed_000_minimax_m2_1_on_two_gh200_is_reproduced() -> None:
     assert capacity["kv_cache_tokens"] == 235_280
     assert f"{capacity['max_concurrency']:.2f}" == "1.44"  # 14,705 / 10,240 blocks
     # Forward, from the GPU's memory: 0.95 x 95.58 GiB = 90.80 GiB, less the weights estimated
-    # from config.json (227.5e9 layer parameters at 4.5 bits and two bf16 embeddings:
-    # 121.45 GiB, 60.72 GiB a GPU) and the 2 GiB allowance: 28.07 GiB, 14,837 blocks,
-    # 237,392 tokens, 1.45x, 0.9% above what vLLM printed. The note's "~140GB" of weights
-    # (65.2 GiB a GPU) cannot be exact: 90.80 - 27.82 leaves 62.98 GiB a GPU for weights and
-    # all the rest.
+    # from config.json (the FP8 attention's 2.73e9 parameters at 8 bits, the INT4 experts'
+    # 224.7e9 at 4.5, the routers' 48.8e6 and two embedding matrices at bf16: 122.63 GiB,
+    # 61.31 GiB a GPU) and the 2 GiB allowance: 27.49 GiB, 14,526 blocks, 232,416 tokens,
+    # 1.42x, 1.2% under what vLLM printed. The note's "~140GB" of weights (65.2 GiB a GPU)
+    # cannot be exact: 90.80 - 27.82 leaves 62.98 GiB a GPU for weights and all the rest.
     layout = plan_capacity(
         {**MINIMAX_M2, "quantization_config": SEED_000_QUANTIZATION},
         {"gpus_per_host": 2, "memory_per_gpu_gib": GH200_96GB},
         {"gpu_memory_utilization": 0.95, "max_model_len": 163840},
     )["layout"]
-    assert layout["weights_per_rank_bytes"] == (127_946_096_640 + 2 * 614_596_608 * 2) // 2
-    assert layout["kv_cache_tokens"] == 14_837 * 16 == 237_392
-    assert abs(layout["kv_cache_tokens"] - 235_280) / 235_280 < 0.05
-    assert f"{layout['max_concurrency']:.2f}" == "1.45"
+    weights = 2_730_491_904 * 8 / 8 + 224_680_476_672 * 4.5 / 8 + 48_758_784 * 2
+    assert layout["weights_per_rank_bytes"] == int(weights + 2 * 614_596_608 * 2) // 2
+    assert layout["kv_cache_tokens"] == 14_526 * 16 == 232_416
+    assert abs(layout["kv_cache_tokens"] - 235_280) / 235_280 < 0.02
+    assert f"{layout['max_concurrency']:.2f}" == "1.42"
 
 
 def test_qwen3_vl_on_two_sparks() -> None:
@@ -190,14 +191,15 @@ def test_qwen3_vl_on_two_sparks() -> None:
     layout = plan["layout"]
     # 94 layers x 2 x (4 / 2) x 128 x 2 bytes
     assert layout["kv_bytes_per_token"] == 96_256
-    # Weights (120,577,966,080 + 2 x 622,329,856 x 2) / 2 = 61,533,642,752 bytes; KV memory
-    # 0.7 x 120 GiB - that - 2 GiB = 26,513,186,816 bytes; blocks of 16 tokens take
-    # 94 x 16 x 1,024 = 1,540,096 bytes: 17,215 blocks, 17,215 / 16,384 = 1.05x at 262,144.
-    assert layout["weights_per_rank_bytes"] == 61_533_642_752
-    assert layout["kv_cache_bytes"] == 26_513_186_816
-    assert layout["kv_cache_blocks"] == 17_215
-    assert layout["kv_cache_tokens"] == 275_440
-    assert layout["max_concurrency"] == 1.0507
+    # Weights 124,001,758,208 / 2 = 62,000,879,104 bytes (the vision encoder split over TP
+    # like the rest); KV memory 0.7 x 120 GiB - that - 2 GiB = 26,045,950,464 bytes; blocks of
+    # 16 tokens take 94 x 16 x 1,024 = 1,540,096 bytes: 16,911 blocks, 16,911 / 16,384 =
+    # 1.03x at 262,144.
+    assert layout["weights_per_rank_bytes"] == 62_000_879_104
+    assert layout["kv_cache_bytes"] == 26_045_950_464
+    assert layout["kv_cache_blocks"] == 16_911
+    assert layout["kv_cache_tokens"] == 270_576
+    assert layout["max_concurrency"] == 1.0322
     assert layout["fits"]
     # Four GPUs would split the 4 KV heads once each; three do not divide 64 heads.
     assert [
@@ -305,7 +307,7 @@ def test_weights_and_allowance_beyond_the_memory_are_refused() -> None:
     )
     (problem,) = plan["layout"]["problems"]
     assert problem == (
-        "weights need 121.45 GiB per GPU, with the 2.00 GiB allowance 123.45 GiB, more than "
+        "weights need 122.63 GiB per GPU, with the 2.00 GiB allowance 124.63 GiB, more than "
         "gpu_memory_utilization 0.9 x 80.00 GiB = 72.00 GiB"
     )
 
