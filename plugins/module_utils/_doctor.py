@@ -172,24 +172,33 @@ def check_swap(docs):
 
 
 def check_page_cache(docs):
-    """vLLM would find its memory at the next restart, counting what it holds now; page cache
-    holding the rest is the silent failure of unified memory."""
+    """vLLM would find its memory at the next restart, counting what our vLLM holds now and,
+    where the collection drops it before that restart, the page cache (preflight's
+    memory_check). A fit that needs the page cache dropped is a problem only where nothing
+    drops it (preflight_drop_caches never): the silent failure of unified memory."""
     title = "vLLM finds its memory at the next restart"
     findings = []
     for doc in docs:
         gpu = doc.get("gpu") or {}
         if not gpu.get("gpus") or gpu.get("fits") is None:
             continue
-        page_cache = gpu.get("drop_cache_before_restart")
+        needs_drop = bool(gpu.get("drop_cache_before_restart"))
+        dropped = bool(gpu.get("page_cache_dropped_before_restart"))
+        evidence = gpu.get("msg", "")
+        if gpu["fits"] and needs_drop and dropped:
+            evidence += (
+                "; the page cache it counts is dropped before vLLM restarts "
+                "(preflight_drop_caches), as `llmfleet up` does"
+            )
         findings.append(
             finding(
                 "page_cache",
                 title,
                 doc["host"],
-                not gpu["fits"] or bool(page_cache),
-                gpu.get("msg", ""),
+                not gpu["fits"] or (needs_drop and not dropped),
+                evidence,
                 "drop the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`, or "
-                "preflight_drop_caches: true) or lower gpu_memory_utilization",
+                "preflight_drop_caches: when_short) or lower gpu_memory_utilization",
             )
         )
     return findings

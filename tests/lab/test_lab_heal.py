@@ -104,7 +104,7 @@ def test_the_doctor_tells_an_api_that_answers_health_but_does_not_generate(lab: 
     lab.sh("spark-1", "systemctl stop llmfleet-vllm-probe")
     lab.sh("spark-1", "kill -STOP $(pgrep -f '^VLLM::EngineCore')")
     try:
-        code, report = doctor(lab, "-e", "llmfleet_gpu_memory_utilization=0.3")
+        code, report = doctor(lab)
     finally:
         lab.sh("spark-1", "kill -CONT $(pgrep -f '^VLLM::EngineCore')")
         lab.sh("spark-1", "systemctl start llmfleet-vllm-probe")

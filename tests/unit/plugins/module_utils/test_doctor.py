@@ -140,6 +140,9 @@ BROKEN: dict[str, tuple[Breakage, int, str]] = {
                              "swap_devices": ["/swap.img"]}),
         1, "swap of 8.0 GiB on /swap.img (1.0 GiB used)",
     ),
+    # Fits only once the page cache is dropped, and nothing drops it (preflight_drop_caches
+    # never): test_a_fit_that_needs_the_page_cache_the_collection_drops_is_no_problem has the
+    # collection drop it.
     "page_cache": (_set("gpu.drop_cache_before_restart", True), 1, "GPU 0"),
     "versions": (
         _set("node.packages", {"vllm": "0.12.0"}), 0, "vLLM: spark-1 0.11.0, spark-2 0.12.0",
@@ -162,6 +165,21 @@ def test_each_check_finds_its_problem_with_evidence_and_a_fix(check: str) -> Non
     (problem,) = [f for f in problems if f["host"] == docs[host_index]["host"]]
     assert evidence in problem["evidence"]
     assert problem["fix"]
+
+
+def test_a_fit_that_needs_the_page_cache_the_collection_drops_is_no_problem() -> None:
+    """Right after `llmfleet up` on unified memory: vLLM holds its memory, the page cache
+    holds the rest, and preflight drops it before vLLM restarts (when_short)."""
+    docs = cluster()
+    for doc in docs:
+        doc["gpu"].update(drop_cache_before_restart=True, page_cache_dropped_before_restart=True)
+    findings = [f for f in doctor.findings(docs) if f["check"] == "page_cache"]
+    assert [f["status"] for f in findings] == ["ok", "ok"], findings
+    assert "dropped before vLLM restarts (preflight_drop_caches)" in findings[0]["evidence"]
+    # Short even with the page cache counted: a problem, whatever drops it.
+    docs[1]["gpu"]["fits"] = False
+    [problem] = [f for f in doctor.findings(docs) if f["status"] == "problem"]
+    assert (problem["check"], problem["host"]) == ("page_cache", "spark-2")
 
 
 def test_a_probe_that_gave_up_healing_is_a_problem_with_its_last_heal() -> None:
