@@ -52,13 +52,30 @@ def fabric_address_conflicts(addresses, subnets):
             problems.append(f"{netdev}: {address} has no subnet to belong to")
             continue
         subnet = ipaddress.ip_network(str(subnets[netdev]), strict=False)
-        if interface.network != subnet:
+        inside = interface.ip in subnet
+        if "/" not in str(address):
+            problems.append(
+                f"{netdev}: {address} has no prefix length; expected an address/prefix"
+                f" of its subnet {subnet}, such as "
+                + (f"{interface.ip}/{subnet.prefixlen}" if inside else str(_first_host(subnet)))
+            )
+        elif interface.network != subnet and inside:
+            problems.append(
+                f"{netdev}: {address} has the prefix length /{interface.network.prefixlen}, its"
+                f" subnet {subnet} /{subnet.prefixlen}; expected {interface.ip}/{subnet.prefixlen}"
+            )
+        elif interface.network != subnet:
             problems.append(f"{netdev}: {address} is not in its subnet {subnet}")
         elif interface.ip in (subnet.network_address, subnet.broadcast_address) and (
             subnet.version == 4 and subnet.prefixlen < 31
         ):
             problems.append(f"{netdev}: {address} is the network or broadcast address")
     return problems
+
+
+def _first_host(network):
+    """The network's first usable address with its prefix (``192.168.100.1/24``)."""
+    return ipaddress.ip_interface(f"{next(network.hosts())}/{network.prefixlen}")
 
 
 def fabric_address(subnet, host_number):

@@ -179,7 +179,22 @@ def test_addresses_inside_their_subnets_pass() -> None:
     ("address", "problem"),
     [
         ("192.168.101.11/24", "is not in its subnet 192.168.100.0/24"),
-        ("192.168.100.11/16", "is not in its subnet 192.168.100.0/24"),
+        (
+            "192.168.100.11/16",
+            "has the prefix length /16, its subnet 192.168.100.0/24 /24;"
+            " expected 192.168.100.11/24",
+        ),
+        # Without a prefix length, not "not in its subnet" (an address alone is a /32).
+        (
+            "192.168.100.11",
+            "192.168.100.11 has no prefix length; expected an address/prefix of its subnet"
+            " 192.168.100.0/24, such as 192.168.100.11/24",
+        ),
+        (
+            "10.0.0.5",
+            "has no prefix length; expected an address/prefix of its subnet"
+            " 192.168.100.0/24, such as 192.168.100.1/24",
+        ),
         ("192.168.100.0/24", "network or broadcast"),
         ("192.168.100.255/24", "network or broadcast"),
         ("not-an-ip", "is not an address/prefix"),
