@@ -25,14 +25,16 @@ from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.run_outcome import RunResult
 from llmfleet.runner import RunnerError, run_playbook
+from llmfleet.vault_check import vault_problem
 
 
 def start(
     inventory: Path, extra_vars: list[str] | None, *, strict: bool = False
 ) -> tuple[Path, list[dict[str, Any] | Path]]:
     """The collection and the parsed ``-e`` values, typed as the collection declares them; exit 1
-    saying why when one is wrong. A name with a declared prefix that nothing declares (a typo)
-    is warned about, or with ``strict`` refused (exit 1)."""
+    saying why when one is wrong, or when the inventory holds vaulted values and no vault
+    password is given (:mod:`llmfleet.vault_check`). A name with a declared prefix that
+    nothing declares (a typo) is warned about, or with ``strict`` refused (exit 1)."""
     if not inventory.exists():
         raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
@@ -41,6 +43,9 @@ def start(
         extravars = parse_extra_vars(extra_vars or [], declared)
     except (CollectionNotFound, ValueError) as exc:
         raise fail(str(exc)) from None
+    problem = vault_problem(inventory, root / "ansible.cfg")
+    if problem:
+        raise fail(f"{inventory}: {problem}")
     typos = [f"-e {typo.message()}" for typo in declared.undeclared(extra_var_names(extravars))]
     for message in typos:
         (error if strict else warn)(message)
