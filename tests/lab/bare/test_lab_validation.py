@@ -298,6 +298,24 @@ CASES = [
         ("localhost",),
         ["claude_code_command_name is '../bin/claude'; expected a file name"],
     ),
+    # An address without its prefix length was "not in its subnet" (an address alone is a /32).
+    (
+        "fabric_address_without_prefix",
+        ['{"cx7_network_addresses": {"enp1s0f1np1": "192.168.100.11"}}'],
+        BOTH,
+        [
+            "enp1s0f1np1: 192.168.100.11 has no prefix length; expected an address/prefix of its"
+            " subnet 192.168.100.0/24, such as 192.168.100.11/24",
+            "(check cx7_network_addresses",
+        ],
+    ),
+    # What `llmfleet bench` refuses is refused by the check first.
+    (
+        "bench_url_not_http",
+        ["benchmark_url=ftp://nowhere"],
+        ("localhost",),
+        ["benchmark_url is 'ftp://nowhere'; expected the served API's base URL without a path"],
+    ),
 ]
 
 
@@ -332,6 +350,8 @@ CHECKS: dict[str, set[str]] = {
     "weights_fetched_on_the_controller_from_a_host_folder": {"model_weights", "vllm_server"},
     "weights_from_an_empty_controller_folder": {"model_weights", "vllm_server"},
     "client_command_with_a_path": {"claude_code"},
+    "fabric_address_without_prefix": {"cx7_network"},
+    "bench_url_not_http": {"benchmark"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -395,7 +415,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 39 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
+    # The 41 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
     # the model's source five more, which leave it unchecked), so no fewer than 21.
     assert len(batches(CASES)) <= 23
 
