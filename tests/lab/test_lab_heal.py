@@ -20,15 +20,15 @@ IN_MAKE_TEST = (
     "reboot_rank_0",
     "sigkill_rank_1",
     "wedged_rank_0",
-    "link_down_30s",
     "memory_hog_rank_0",
 )
 
 
 def test_the_fault_matrix_heals_every_case_within_its_bound(lab: Lab, site, tmp_path: Path) -> None:
-    # Both nodes rebooted at once, the Ray head killed and (here) spark-2 rebooted run in
-    # `make bench` (the whole matrix): make test keeps the cases of a single node's fault
-    # within CI's time.
+    # Both nodes rebooted at once, the Ray head killed, a fabric link down for 30 s (healed
+    # as a killed rank is, by the engine's own failure) and (here) spark-2 rebooted run in
+    # `make bench` (the whole matrix): make test keeps the faults of one node's vLLM within
+    # CI's time.
     only = [arg for case in IN_MAKE_TEST for arg in ("--case", case)]
     proc = lab.run(
         "llmfleet", "lab", "faults", "--name", lab.name, "--output", str(tmp_path), *only,
