@@ -187,7 +187,7 @@ def estimate_weights(config, text, quantization, *, dtype, dtype_bytes, tied):
     """``(bytes, bits per part, where the figure comes from)``: the decoder layers' parts at
     their bits, the embeddings and the vision encoder at the dtype."""
     parts, embedding = parameter_parts(text)
-    _, bits = part_bits(quantization, dtype_bytes)
+    bits = part_bits(quantization, dtype_bytes)[1]
     matrices = 1 if tied else 2
     vision = vision_parameters(config)
     weight_bytes = int(sum(parts[part] * bits[part] / 8 for part in PARTS))
