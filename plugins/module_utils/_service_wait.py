@@ -36,6 +36,13 @@ _NOT_A_REASON = re.compile(
     r"\bWARNING\b|warnings\.warn|root cause above|stack trace \(above\)|ActorHandleNotFoundError"
 )
 
+# systemd's own lines about the unit ("llmfleet-vllm.service: Failed with result
+# 'exit-code'."): the reason only when the process said nothing.
+_SUPERVISOR_LINE = re.compile(r"^\S+\.service: ")
+# When the process stopped before the wait began (a start refused at once), its own lines
+# are older than the wait: the log is read again this much further back.
+EARLIER_S = 60
+
 Run = Callable[[list[str]], tuple[int, str, str]]
 # How much of the log the reason is looked for in (at least what is shown).
 REASON_LOG_LINES = 1000
@@ -150,7 +157,11 @@ def reason_line(log: str) -> str:
     the last line naming an error, else the last line; lines that only quote or point at an
     error count only when nothing else does."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    reasons = [line for line in lines if not _NOT_A_REASON.search(line)]
+    reasons = [
+        line
+        for line in lines
+        if not _NOT_A_REASON.search(line) and not _SUPERVISOR_LINE.match(line)
+    ]
     return _reason_among(reasons) or _reason_among(lines)
 
 
@@ -264,6 +275,10 @@ def _not_ready(  # noqa: PLR0917 - the state of the wait loop, passed on as it i
     # the root cause comes a few hundred lines before the end (every worker's traceback).
     shown = supervisor.log_lines
     log = supervisor.log(run, started_wall, lines=max(shown, REASON_LOG_LINES))
+    reason = reason_line(log)
+    if supervisor.unit and (not reason or _SUPERVISOR_LINE.match(reason)):
+        earlier = reason_line(supervisor.log(run, started_wall - EARLIER_S, lines=REASON_LOG_LINES))
+        reason = earlier or reason
     return {
         "state": outcome,
         "elapsed": round(clock() - started, 1),
@@ -271,5 +286,5 @@ def _not_ready(  # noqa: PLR0917 - the state of the wait loop, passed on as it i
         "probe": last,
         "supervisor": f"{supervisor.describe()} ({state['detail']})",
         "log": "\n".join(log.splitlines()[-shown:]) if shown > 0 else "",
-        "reason": reason_line(log),
+        "reason": reason,
     }

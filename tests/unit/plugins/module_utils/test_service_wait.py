@@ -251,3 +251,36 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
 )
 def test_reason_line(log: str, reason: str) -> None:
     assert reason_line(log) == reason
+
+
+def test_a_start_refused_before_the_wait_began_is_read_further_back() -> None:
+    """vLLM in the Ray head container refused its arguments and exited 0.1 s into the wait:
+    its own line was older than the wait, and the journal since then held systemd's lines
+    alone. The reason is the process's line, read further back."""
+    systemd_only = (
+        "llmfleet-vllm.service: Main process exited, code=exited, status=2/INVALIDARGUMENT\n"
+        "llmfleet-vllm.service: Failed with result 'exit-code'."
+    )
+    refused = "vllm: error: unrecognized arguments: --llmfleet-lab-broken\n" + systemd_only
+
+    class Journal(FakeHost):
+        def run(self, argv: list[str]) -> tuple[int, str, str]:
+            if argv[0] == "journalctl":
+                self.calls.append(argv)
+                return 0, refused if argv[4] == "@1699999939" else systemd_only, ""
+            return super().run(argv)
+
+    host = Journal([unit("activating", "auto-restart", 1)])
+    result = run_wait(host, NEVER_READY)
+    assert result["state"] == "broken"
+    assert result["reason"] == "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
+    # What is shown is the log since the wait began.
+    assert result["log"].startswith("llmfleet-vllm.service: Main process exited")
+
+
+def test_systemd_lines_are_the_reason_only_when_the_process_said_nothing() -> None:
+    failed = "llmfleet-vllm.service: Failed with result 'exit-code'."
+    assert reason_line(f"vllm: error: unrecognized arguments: x\n{failed}") == (
+        "vllm: error: unrecognized arguments: x"
+    )
+    assert reason_line(failed) == failed
