@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from llmfleet.declared_variables import DeclaredVariables
 from llmfleet.run_outcome import ExitCode
+from llmfleet.vault_check import VarsFileLoader
 
 _err = Console(stderr=True)
 
@@ -73,17 +74,10 @@ def parse_extra_vars(values: list[str], declared: DeclaredVariables) -> list[dic
     return out
 
 
-class _AnyTagLoader(yaml.SafeLoader):
-    """SafeLoader that reads a vars file's names whatever tags its values carry (``!vault``)."""
-
-
-_AnyTagLoader.add_multi_constructor("!", lambda _loader, _suffix, _node: None)
-
-
 def _file_vars(path: Path) -> Any:
     """A vars file as YAML (JSON is YAML); None when it cannot be read (ansible says why)."""
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_AnyTagLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=VarsFileLoader)  # noqa: S506 - a SafeLoader
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
 

@@ -22,15 +22,16 @@ VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
 
 
 class _Vaulted:
-    """A ``!vault`` value, as _VaultLoader reads it."""
+    """A ``!vault`` value, as VarsFileLoader reads it."""
 
 
-class _VaultLoader(yaml.SafeLoader):
-    """SafeLoader that reads ``!vault`` values as _Vaulted and every other tag as None."""
+class VarsFileLoader(yaml.SafeLoader):
+    """SafeLoader that reads a vars file whatever tags its values carry: ``!vault`` values as
+    _Vaulted, every other tag as None."""
 
 
-_VaultLoader.add_constructor("!vault", lambda _loader, _node: _Vaulted())
-_VaultLoader.add_multi_constructor("!", lambda _loader, _suffix, _node: None)
+VarsFileLoader.add_constructor("!vault", lambda _loader, _node: _Vaulted())
+VarsFileLoader.add_multi_constructor("!", lambda _loader, _suffix, _node: None)
 
 
 def _vaulted_names(data: Any, prefix: str = "") -> Iterator[str]:
@@ -71,7 +72,7 @@ def vaulted(inventory: Path) -> list[tuple[Path, list[str]]]:
             found.append((path, []))
         elif "!vault" in text:
             try:
-                data = yaml.load(text, Loader=_VaultLoader)  # noqa: S506 - a SafeLoader
+                data = yaml.load(text, Loader=VarsFileLoader)  # noqa: S506 - a SafeLoader
             except yaml.YAMLError:
                 continue  # ansible says what is wrong with it
             names = list(_vaulted_names(data))
