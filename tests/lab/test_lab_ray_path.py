@@ -150,6 +150,22 @@ def test_a_second_run_on_the_ray_path_changes_nothing(ray_lab: Lab, client_dir: 
     assert set(changed_counts(again.stdout).values()) == {0}, again.stdout[-6000:]
 
 
+def test_a_parser_the_images_vllm_does_not_know_is_refused_by_the_check(ray_lab: Lab) -> None:
+    # The image's vLLM is looked into before any change (its parsers read from its source):
+    # a name it does not register failed `vllm serve` in the head's container after the stop.
+    bad = json.dumps({"vllm_server_profile_overrides": {"tool_call_parser": "hermess"}})
+    proc = ray_lab.run(
+        "llmfleet", "check", "-i", "inventory/lab", "--plain", "-e", bad, timeout=600
+    )  # fmt: skip
+    output = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, output[-4000:]
+    for node in ("spark-1", "spark-2"):
+        assert (
+            f"{node}: image localhost/llmfleet-lab/vllm-ray:lab lacks what this launch needs:"
+            " vLLM 0.32.0+cpu has no --tool-call-parser hermess (did you mean hermes?"
+        ) in output, output[-4000:]
+
+
 def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
     lab = ray_lab
     # spark-2 reboots: its Ray container comes back with Docker, the engine on spark-1 lost

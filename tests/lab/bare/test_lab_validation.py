@@ -309,6 +309,29 @@ CASES = [
             "(check cx7_network_addresses",
         ],
     ),
+    # A model folder that is a file gave only stat's "Not a directory".
+    (
+        "model_folder_is_a_file",
+        [overrides(model="/etc/hostname")],
+        BOTH,
+        ["profile tiny_lab serves the model at /etc/hostname, which is a file on this host"],
+    ),
+    (
+        "weights_folder_is_a_file",
+        ["model_weights_path=/etc/hostname/tiny"],
+        BOTH,
+        ['model_weights_path is "/etc/hostname/tiny", which goes through a file on this host'],
+    ),
+    # A name the vLLM that will run does not know (read from its source), with the closest.
+    (
+        "tool_call_parser_unknown",
+        [overrides(tool_call_parser="hermess")],
+        BOTH,
+        [
+            "profile tiny_lab cannot run on the vLLM of /opt/vllm (vllm_server_venv): vLLM"
+            " 0.32.0+cpu has no --tool-call-parser hermess (did you mean hermes?",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -352,12 +375,13 @@ CHECKS: dict[str, set[str]] = {
     "client_command_with_a_path": {"claude_code"},
     "fabric_address_without_prefix": {"cx7_network"},
     "bench_url_not_http": {"benchmark"},
+    "weights_folder_is_a_file": {"model_weights", "vllm_server"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
     "context_above_the_model", "kv_cache_below_one_request", "key_in_profile_args",
     "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
-    "placeholder_key", "short_key",
+    "placeholder_key", "short_key", "model_folder_is_a_file", "tool_call_parser_unknown",
 )  # fmt: skip
 CHECKS.update({case: {"vllm_server"} for case in VLLM_CASES})
 
@@ -415,9 +439,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 41 cases take 23 runs: the vLLM settings are one check that 16 cases fail (and
-    # the model's source five more, which leave it unchecked), so no fewer than 21.
-    assert len(batches(CASES)) <= 23
+    # The 44 cases take 26 runs: the vLLM settings are one check that 18 cases fail (and
+    # the model's source six more, which leave it unchecked), so no fewer than 24.
+    assert len(batches(CASES)) <= 26
 
 
 @pytest.fixture(scope="module")

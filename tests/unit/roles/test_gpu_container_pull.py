@@ -191,7 +191,7 @@ RAY_VLLM = {
 
 def contents(vllm: str, ray: str, pkill: bool = True) -> dict[str, Any]:
     return {
-        "version": 1,
+        "version": 2,
         "python": "3.12.3",
         "machine": "aarch64",
         "distributions": {"vllm": vllm, "ray": ray, "fastsafetensors": "0.1.15"},

@@ -9,6 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.images import (
     FilterModule,
+    contents_lacks,
     image_contents_problems,
     image_reference,
     image_reference_problems,
@@ -234,6 +235,7 @@ def test_filters_are_registered() -> None:
         "images_to_pull": images_to_pull,
         "images_to_check": images_to_check,
         "image_contents_problems": image_contents_problems,
+        "contents_lacks": contents_lacks,
         "images_pull_failures": images_pull_failures,
         "images_running": images_running,
         "images_to_prune": images_to_prune,
@@ -513,3 +515,19 @@ def test_image_contents_problems_skips_what_was_not_looked_into() -> None:
     assert image_contents_problems({"results": results}, "spark-1") == []
     with pytest.raises(AnsibleFilterError, match="a loop's results"):
         image_contents_problems("nope", "spark-1")
+
+
+def test_contents_lacks_judges_one_environment_as_an_image_is_judged() -> None:
+    venv = {
+        "version": 2,
+        "distributions": {"vllm": "0.32.0+cpu"},
+        "commands": {},
+        "parsers": {"tool-call-parser": ["hermes", "qwen3_coder"]},
+    }
+    assert contents_lacks(venv, {"vllm_options": {"tool-call-parser": "hermes"}}) == []
+    [lacks] = contents_lacks(venv, {"vllm_options": {"tool-call-parser": "qwen3-coder"}})
+    assert lacks.startswith("vLLM 0.32.0+cpu has no --tool-call-parser qwen3-coder (did you mean")
+    assert contents_lacks(None, {"vllm_options": {}}) == []  # check mode
+    assert contents_lacks({"error": "exit 1"}, {}) == ["it could not be looked into: exit 1"]
+    with pytest.raises(AnsibleFilterError, match="contents_lacks"):
+        contents_lacks("nope", {})

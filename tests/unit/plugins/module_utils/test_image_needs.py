@@ -114,3 +114,48 @@ def test_no_vllm_options_means_vllm_does_not_run_there() -> None:
 def test_every_minimum_names_its_source() -> None:
     for (option, value), (minimum, source) in VLLM_OPTION_MINIMUMS.items():
         assert option and value and release(minimum) and len(source) > 20
+
+
+TOOL_PARSERS = ["deepseek_v3", "hermes", "minimax_m2", "qwen3_coder", "qwen3_xml"]
+REASONING_PARSERS = ["deepseek_r1", "minimax_m2", "minimax_m2_append_think", "qwen3"]
+
+
+def with_parsers(**versions: str) -> dict:
+    found = contents(**versions)
+    found["parsers"] = {"tool-call-parser": TOOL_PARSERS, "reasoning-parser": REASONING_PARSERS}
+    return found
+
+
+def test_a_parser_its_vllm_does_not_register_is_named_with_the_closest() -> None:
+    lacks = missing(
+        with_parsers(vllm="0.32.0"),
+        {"vllm_options": {"tool-call-parser": "hermess", "reasoning-parser": "qwen4"}},
+    )
+    assert lacks == [
+        "vLLM 0.32.0 has no --tool-call-parser hermess (did you mean hermes? its 5 are"
+        " deepseek_v3, hermes, minimax_m2, qwen3_coder, qwen3_xml)",
+        "vLLM 0.32.0 has no --reasoning-parser qwen4 (did you mean qwen3? its 4 are"
+        " deepseek_r1, minimax_m2, minimax_m2_append_think, qwen3)",
+    ]
+
+
+def test_a_long_list_of_parsers_is_cut_and_a_name_far_from_all_has_no_guess() -> None:
+    found = contents(vllm="0.32.0")
+    found["parsers"] = {"tool-call-parser": [f"parser_{n:02}" for n in range(20)]}
+    (lacks,) = missing(found, {"vllm_options": {"tool-call-parser": "zzz"}})
+    assert "did you mean" not in lacks
+    assert lacks.endswith("its 20 are parser_00, parser_01, parser_02, parser_03, parser_04,"
+                          " parser_05, parser_06, parser_07, parser_08, parser_09, parser_10,"
+                          " parser_11, ...)")  # fmt: skip
+
+
+def test_a_parser_from_a_plugin_file_or_an_unknown_list_is_not_judged() -> None:
+    options = {"tool-call-parser": "my_parser", "tool-parser-plugin": "/models/my_parser.py"}
+    assert missing(with_parsers(vllm="0.32.0"), {"vllm_options": options}) == []
+    assert missing(contents(vllm="0.32.0"), {"vllm_options": {"tool-call-parser": "x"}}) == []
+
+
+def test_a_registered_parser_needs_no_least_version_and_an_unread_list_keeps_it() -> None:
+    # The list read from the source says it; without a list the table of minimums does.
+    assert missing(with_parsers(vllm="0.11.0"), {"vllm_options": MINIMAX}) == []
+    assert len(missing(contents(vllm="0.11.0"), {"vllm_options": MINIMAX})) == 2

@@ -182,3 +182,15 @@ def test_check_mode_looks_but_keeps_nothing(
     assert rc == 0, result
     assert result["changed"] is True and result["contents"]["python"]
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_host_without_the_engine_has_no_image_in_check_mode(
+    tmp_path: Path, run_module: RunModule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The validation play looks before any change: a fresh host may not have Docker yet.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    rc, result = run_module(container_image_contents, {**args(tmp_path), **CHECK_MODE})
+    assert rc == 0, result
+    assert (result["changed"], result["contents"]) == (False, None)
+    rc, result = run_module(container_image_contents, args(tmp_path))
+    assert rc == 1 and "docker" in result["msg"]
