@@ -8,7 +8,8 @@ src/llmfleet/lab/assets/image/ray-platform).
 On a 2-node lab of its own, served on this path from its first run (as a user's fresh
 Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
 run with the utilization-based memory check changes nothing (Ray's workers hold rank 1's
-memory on spark-2, where no vLLM runs), a reboot of spark-2 heals by itself, then day two in
+memory on spark-2, where no vLLM runs), a parser name the image's vLLM does not know is
+refused by the check, a reboot of spark-2 heals by itself, then day two in
 one run and one stop: a configuration change restarts the whole group, a vLLM that ignores
 SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Then
 `llmfleet upgrade` of the image (Ray's containers', vLLM's in the head's): one whose vLLM
