@@ -332,6 +332,17 @@ CASES = [
             " 0.32.0+cpu has no --tool-call-parser hermess (did you mean hermes?",
         ],
     ),
+    # NCCL over RoCE on a host without RDMA devices (the node's real /sys: a container's).
+    (
+        "rdma_mode_without_rdma_devices",
+        ["llmfleet_nccl_mode=ib", "nccl_env_sysfs_root=/sys"],
+        BOTH,
+        [
+            "nccl_env_mode (llmfleet_nccl_mode) is ib, NCCL over RoCE, which needs an RDMA device"
+            " behind enp1s0f1np1",
+            "no RDMA device under /sys/class/infiniband backs netdev(s) enp1s0f1np1",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -376,6 +387,7 @@ CHECKS: dict[str, set[str]] = {
     "fabric_address_without_prefix": {"cx7_network"},
     "bench_url_not_http": {"benchmark"},
     "weights_folder_is_a_file": {"model_weights", "vllm_server"},
+    "rdma_mode_without_rdma_devices": {"nccl_env"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -439,7 +451,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 44 cases take 26 runs: the vLLM settings are one check that 18 cases fail (and
+    # The 45 cases take 26 runs: the vLLM settings are one check that 18 cases fail (and
     # the model's source six more, which leave it unchecked), so no fewer than 24.
     assert len(batches(CASES)) <= 26
 
