@@ -343,6 +343,16 @@ CASES = [
             "no RDMA device under /sys/class/infiniband backs netdev(s) enp1s0f1np1",
         ],
     ),
+    # What `ray start` refuses of the host: an object store above its memory.
+    (
+        "object_store_above_the_host_memory",
+        ["ray_node_object_store_bytes=10000000000000"],
+        BOTH,
+        [
+            "ray_node_object_store_bytes is 10000000000000 (9.09 TB), which Ray refuses here:"
+            " more than the host memory of",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -388,6 +398,7 @@ CHECKS: dict[str, set[str]] = {
     "bench_url_not_http": {"benchmark"},
     "weights_folder_is_a_file": {"model_weights", "vllm_server"},
     "rdma_mode_without_rdma_devices": {"nccl_env"},
+    "object_store_above_the_host_memory": {"ray_node"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -451,7 +462,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 45 cases take 26 runs: the vLLM settings are one check that 18 cases fail (and
+    # The 46 cases take 26 runs: the vLLM settings are one check that 18 cases fail (and
     # the model's source six more, which leave it unchecked), so no fewer than 24.
     assert len(batches(CASES)) <= 26
 
