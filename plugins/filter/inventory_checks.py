@@ -121,11 +121,59 @@ def secret_problems(value, variable, min_length=16):
             f"{variable} looks like a placeholder; expected a generated key, e.g."
             " `openssl rand -hex 24` kept with `ansible-vault encrypt_string`"
         )
+    if any(ch.isspace() or ch in "\"'\\" or not ch.isprintable() for ch in text):
+        problems.append(
+            f"{variable} holds a space, a quote, a backslash or a control character; expected"
+            " printable characters only (it is written into environment files and HTTP headers)"
+        )
     if len(text) < int(min_length):
         problems.append(
             f"{variable} has {len(text)} characters; expected {min_length} or more"
             " (e.g. `openssl rand -hex 24`)"
         )
+    return problems
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LINE_BREAKS = ("\n", "\r", "\0")
+
+
+def env_file_problems(env, variable):
+    """Problems of an environment the roles write as ``NAME=value`` lines, read by systemd
+    (EnvironmentFile) and by the container engine (``--env-file``): names that are no
+    variable names, values that are no scalar, that hold a line break (it would split the
+    file, or add a variable), or that start with a quote or a space (systemd strips them,
+    the engine keeps them). One sentence each, naming ``variable`` and the name."""
+    if env is None:
+        return []
+    if not isinstance(env, dict):
+        return [f"{variable} is {env!r}; expected a mapping of environment variables"]
+    problems = []
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(str(name)):
+            problems.append(
+                f"{variable} has {name!r}; expected environment variable names (letters,"
+                " digits and _, not starting with a digit)"
+            )
+            continue
+        if isinstance(value, (dict, list)):
+            problems.append(
+                f"{variable}.{name} is a {type(value).__name__}; expected a string (JSON"
+                " given as a string)"
+            )
+            continue
+        text = "" if value is None else str(value)
+        if any(mark in text for mark in _LINE_BREAKS):
+            problems.append(
+                f"{variable}.{name} holds a line break, which would split the environment"
+                " file; expected one line"
+            )
+        elif text[:1] in ("'", '"', " ", "\t"):
+            problems.append(
+                f"{variable}.{name} starts with {text[:1]!r}, which systemd strips and the"
+                " container engine keeps; expected a value without surrounding quotes or"
+                " spaces"
+            )
     return problems
 
 
@@ -137,4 +185,5 @@ class FilterModule:
             "parallel_layout_problems": parallel_layout_problems,
             "port_collisions": port_collisions,
             "secret_problems": secret_problems,
+            "env_file_problems": env_file_problems,
         }

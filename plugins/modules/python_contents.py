@@ -56,7 +56,9 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: lacks | length == 0
   vars:
-    lacks: "{{ venv.contents | llmfleet.cluster.contents_lacks({'vllm_options': {'tool-call-parser': 'hermes'}}) }}"
+    lacks: >-
+      {{ venv.contents
+         | llmfleet.cluster.contents_lacks({'vllm_options': {'tool-call-parser': 'hermes'}}) }}
 """
 
 RETURN = r"""

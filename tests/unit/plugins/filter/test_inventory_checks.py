@@ -6,6 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import (
     FilterModule,
+    env_file_problems,
     parallel_layout_problems,
     port_collisions,
     secret_problems,
@@ -114,4 +115,49 @@ def test_filters_are_registered() -> None:
         "parallel_layout_problems",
         "port_collisions",
         "secret_problems",
+        "env_file_problems",
     }
+
+
+@pytest.mark.parametrize(
+    "key", ["a key with spaces in it!", 'k3y"quoted"-0123456', "line\nbreak-0123456789"]
+)
+def test_a_key_the_files_and_headers_cannot_hold_is_refused_without_repeating_it(key: str) -> None:
+    (problem,) = secret_problems(key, "llmfleet_api_key")
+    assert problem == (
+        "llmfleet_api_key holds a space, a quote, a backslash or a control character; expected"
+        " printable characters only (it is written into environment files and HTTP headers)"
+    )
+
+
+def test_an_environment_the_files_can_hold_passes() -> None:
+    env = {"VLLM_USE_V1": "1", "OMP_NUM_THREADS": 4, "JSON": '{"a": 1}', "EMPTY": "", "NONE": None}
+    assert env_file_problems(env, "vllm_server_env") == []
+    assert env_file_problems(None, "vllm_server_env") == []
+
+
+def test_each_line_the_files_cannot_hold_is_named_without_its_value() -> None:
+    env = {
+        "GOOD": "1",
+        "BAD NAME": "1",
+        "9LIVES": "1",
+        "SPLIT": "a\nLD_PRELOAD=/tmp/x.so",
+        "QUOTED": '"1"',
+        "NESTED": {"a": 1},
+    }
+    problems = env_file_problems(env, "vllm_server_env")
+    assert problems == [
+        "vllm_server_env has 'BAD NAME'; expected environment variable names (letters, digits"
+        " and _, not starting with a digit)",
+        "vllm_server_env has '9LIVES'; expected environment variable names (letters, digits"
+        " and _, not starting with a digit)",
+        "vllm_server_env.SPLIT holds a line break, which would split the environment file;"
+        " expected one line",
+        "vllm_server_env.QUOTED starts with '\"', which systemd strips and the container engine"
+        " keeps; expected a value without surrounding quotes or spaces",
+        "vllm_server_env.NESTED is a dict; expected a string (JSON given as a string)",
+    ]
+    assert all("LD_PRELOAD" not in p for p in problems)
+    assert env_file_problems(["A=1"], "ray_node_env") == [
+        "ray_node_env is ['A=1']; expected a mapping of environment variables"
+    ]
