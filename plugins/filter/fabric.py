@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import json
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import ethtool_link
@@ -71,6 +72,25 @@ def fabric_address_conflicts(addresses, subnets):
         ):
             problems.append(f"{netdev}: {address} is the network or broadcast address")
     return problems
+
+
+def fabric_disagreements(values, variable, why):
+    """One sentence when the hosts of one fabric do not agree on ``variable`` (``values``:
+    host -> its value), naming each value with its hosts and ``why`` it must agree; none
+    when they agree (or there is one host)."""
+    if not isinstance(values, dict):
+        raise AnsibleFilterError(f"fabric_disagreements: expected host -> value; got {values!r}")
+    hosts_by_value = {}
+    for host, value in values.items():
+        shown = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+        hosts_by_value.setdefault(shown, []).append(str(host))
+    if len(hosts_by_value) < 2:
+        return []
+    seen = "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in hosts_by_value.items())
+    return [
+        f"{variable} differs between the hosts of the fabric ({seen}); expected the same on"
+        f" every host: {why}"
+    ]
 
 
 def _first_host(network):
@@ -280,4 +300,5 @@ class FilterModule:
             "fabric_host_addresses": fabric_host_addresses,
             "fabric_ping_targets": fabric_ping_targets,
             "fabric_checks": fabric_checks,
+            "fabric_disagreements": fabric_disagreements,
         }

@@ -363,6 +363,16 @@ CASES = [
             " environment file; expected one line",
         ],
     ),
+    # Values the hosts of one fabric must agree on (a host's own value, as host_vars give it).
+    (
+        "mtu_differs_between_the_hosts",
+        ['{"cx7_network_mtu": "{{ 9000 if inventory_hostname == \'spark-1\' else 1500 }}"}'],
+        BOTH,
+        [
+            "cx7_network_mtu (llmfleet_fabric_mtu) differs between the hosts of the fabric (9000"
+            " on spark-1; 1500 on spark-2); expected the same on every host",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -409,6 +419,7 @@ CHECKS: dict[str, set[str]] = {
     "weights_folder_is_a_file": {"model_weights", "vllm_server"},
     "rdma_mode_without_rdma_devices": {"nccl_env"},
     "object_store_above_the_host_memory": {"ray_node"},
+    "mtu_differs_between_the_hosts": {"cx7_network"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -473,7 +484,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 47 cases take 27 runs: the vLLM settings are one check that 19 cases fail (and
+    # The 48 cases take 27 runs: the vLLM settings are one check that 19 cases fail (and
     # the model's source six more, which leave it unchecked), so no fewer than 25.
     assert len(batches(CASES)) <= 27
 

@@ -13,6 +13,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.fabric import (
     fabric_address,
     fabric_address_conflicts,
     fabric_checks,
+    fabric_disagreements,
     fabric_host_addresses,
     fabric_host_number,
     fabric_ping_targets,
@@ -68,6 +69,7 @@ def test_registered() -> None:
         "fabric_host_addresses",
         "fabric_ping_targets",
         "fabric_checks",
+        "fabric_disagreements",
     }
 
 
@@ -427,3 +429,27 @@ def test_fabric_ping_targets_of_a_peer_without_facts_or_netdev() -> None:
         {"netdev": "enp1s0f1np1", "peer": "localhost", "address": ""},
     ]
     assert fabric_ping_targets(PORT_1, [], HOSTVARS) == []
+
+
+def test_hosts_that_agree_have_no_disagreement() -> None:
+    assert fabric_disagreements({"spark-1": 9000, "spark-2": 9000}, "mtu", "why") == []
+    assert fabric_disagreements({"spark-1": 9000}, "mtu", "why") == []
+    assert fabric_disagreements({}, "mtu", "why") == []
+
+
+def test_a_disagreement_names_each_value_with_its_hosts() -> None:
+    values = {"spark-1": 9000, "spark-2": 1500, "spark-3": 9000}
+    assert fabric_disagreements(values, "cx7_network_mtu", "frames are dropped") == [
+        "cx7_network_mtu differs between the hosts of the fabric (9000 on spark-1, spark-3;"
+        " 1500 on spark-2); expected the same on every host: frames are dropped"
+    ]
+    plans = {
+        "a": {"x": "10.0.0.0/24", "y": "10.0.1.0/24"},
+        "b": {"y": "10.0.1.0/24", "x": "10.0.0.0/24"},
+    }
+    assert fabric_disagreements(plans, "subnets", "why") == []  # the same mapping, in any order
+    plans["b"] = {"x": "10.0.9.0/24"}
+    (sentence,) = fabric_disagreements(plans, "subnets", "why")
+    assert '{"x": "10.0.9.0/24"} on b' in sentence
+    with pytest.raises(AnsibleFilterError, match="host -> value"):
+        fabric_disagreements([9000], "mtu", "why")
