@@ -373,6 +373,19 @@ CASES = [
             " on spark-1; 1500 on spark-2); expected the same on every host",
         ],
     ),
+    # A name the host must have: the interface the launches bind to.
+    (
+        "fabric_interface_absent",
+        ["llmfleet_fabric_interface=enp9s0f0np0"],
+        BOTH,
+        [
+            "nccl_env_interface (llmfleet_fabric_interface) is enp9s0f0np0, ray_node_interface"
+            " (llmfleet_fabric_interface) is enp9s0f0np0, vllm_server_fabric_interface"
+            " (llmfleet_fabric_interface) is enp9s0f0np0, which this host does not have; expected"
+            " one of its interfaces (",
+            "enp1s0f1np1",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -420,6 +433,7 @@ CHECKS: dict[str, set[str]] = {
     "rdma_mode_without_rdma_devices": {"nccl_env"},
     "object_store_above_the_host_memory": {"ray_node"},
     "mtu_differs_between_the_hosts": {"cx7_network"},
+    "fabric_interface_absent": {"fabric_interface"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -484,7 +498,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 48 cases take 27 runs: the vLLM settings are one check that 19 cases fail (and
+    # The 49 cases take 27 runs: the vLLM settings are one check that 19 cases fail (and
     # the model's source six more, which leave it unchecked), so no fewer than 25.
     assert len(batches(CASES)) <= 27
 
