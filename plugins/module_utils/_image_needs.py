@@ -12,6 +12,14 @@ from __future__ import annotations
 import difflib
 import re
 
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
+    OPTION as SPECULATIVE_OPTION,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
+    PACKAGES as SPECULATIVE_PACKAGES,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import method_of
+
 # (option, value) -> (the first vLLM release that has it, the source). Options as
 # `vllm serve --config` writes them (dashes).
 VLLM_OPTION_MINIMUMS = {
@@ -100,6 +108,7 @@ def missing(contents, needs):
         return [*found, "no vLLM (no vllm distribution in its Python)"]
     named = contents.get("parsers") or {}
     found.extend(unknown_parsers(have, named, options))
+    found.extend(speculative_lacks(have, contents, options))
     for (option, value), (minimum, source) in VLLM_OPTION_MINIMUMS.items():
         if option in named:
             continue  # its own list of parsers said it
@@ -129,5 +138,29 @@ def unknown_parsers(have, named, options):
         found.append(
             f"vLLM {have} has no --{option} {value} ({hint}its {len(known)} are"
             f" {', '.join(known[:12])}{', ...' if len(known) > 12 else ''})"
+        )
+    return found
+
+
+def speculative_lacks(have, contents, options):
+    """What vLLM ``have`` lacks for the speculative method the options name: the method among
+    those its source knows (not judged when unknown), the package the method loads."""
+    method = method_of(options)
+    if not method:
+        return []
+    found = []
+    known = contents.get("speculative_methods")
+    if known and method not in known:
+        close = difflib.get_close_matches(str(method), known, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        found.append(
+            f"vLLM {have} has no speculative method {method} (--{SPECULATIVE_OPTION};"
+            f" {hint}its methods include {', '.join(m for m in known if not m.endswith('_mtp'))})"
+        )
+    package = SPECULATIVE_PACKAGES.get(method)
+    if package and not (contents.get("distributions") or {}).get(package):
+        found.append(
+            f"no {package} Python package, which speculative method {method} loads (vLLM:"
+            f" pip install {package})"
         )
     return found

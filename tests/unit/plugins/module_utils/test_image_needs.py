@@ -159,3 +159,33 @@ def test_a_registered_parser_needs_no_least_version_and_an_unread_list_keeps_it(
     # The list read from the source says it; without a list the table of minimums does.
     assert missing(with_parsers(vllm="0.11.0"), {"vllm_options": MINIMAX}) == []
     assert len(missing(contents(vllm="0.11.0"), {"vllm_options": MINIMAX})) == 2
+
+
+def with_methods(**versions: str) -> dict:
+    found = contents(**versions)
+    found["speculative_methods"] = ["deepseek_mtp", "eagle3", "mtp", "ngram", "suffix"]
+    return found
+
+
+def test_a_speculative_method_its_vllm_does_not_know_is_named() -> None:
+    options = {"speculative-config": '{"method":"ngrams","num_speculative_tokens":4}'}
+    (lacks,) = missing(with_methods(vllm="0.32.0"), {"vllm_options": options})
+    assert lacks == (
+        "vLLM 0.32.0 has no speculative method ngrams (--speculative-config; did you mean ngram?"
+        " its methods include eagle3, mtp, ngram, suffix)"
+    )
+    good = {"speculative-config": '{"method":"ngram","num_speculative_tokens":4}'}
+    assert missing(with_methods(vllm="0.32.0"), {"vllm_options": good}) == []
+    # An image whose methods could not be read is not judged on the name.
+    assert missing(contents(vllm="0.32.0"), {"vllm_options": options}) == []
+
+
+def test_suffix_decoding_needs_arctic_inference_in_the_image() -> None:
+    options = {"speculative-config": '{"method":"suffix"}'}
+    assert missing(with_methods(vllm="0.32.0"), {"vllm_options": options}) == [
+        "no arctic-inference Python package, which speculative method suffix loads (vLLM:"
+        " pip install arctic-inference)"
+    ]
+    found = with_methods(vllm="0.32.0")
+    found["distributions"]["arctic-inference"] = "0.1.1"
+    assert missing(found, {"vllm_options": options}) == []
