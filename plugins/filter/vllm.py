@@ -113,7 +113,7 @@ def _check_profile(profile):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
     speculative = profile.get("speculative_config")
     if not _empty(speculative):
-        problem = speculative_shape_problem(speculative)
+        problem = speculative_shape_problem(speculative, profile.get("args"))
         if problem:
             raise AnsibleFilterError(f"vLLM profile {problem}")
     check_values(profile)

@@ -33,8 +33,9 @@ def is_mtp(method):
     return method == "mtp" or str(method).endswith("_mtp")
 
 
-def shape_problem(config):
-    """Why a profile's ``speculative_config`` is not one vLLM takes, or None."""
+def shape_problem(config, args=None):
+    """Why a profile's ``speculative_config`` is not one vLLM takes, or None; ``args``: the
+    profile's other ``vllm serve`` options (vLLM refuses some of them with it)."""
     if not isinstance(config, dict):
         return (
             f"speculative_config is {config!r}; expected a mapping such as"
@@ -58,6 +59,20 @@ def shape_problem(config):
         return (
             f"speculative_config method {method} drafts with a model of its own; expected its"
             " 'model' (a path or a Hugging Face id)"
+        )
+    return args_problem(args)
+
+
+def args_problem(args):
+    """Why the profile's other options cannot go with speculative decoding, or None."""
+    processors = [k for k in (args or {}) if str(k).replace("-", "_") == "logits_processors"]
+    if processors and (args or {}).get(processors[0]):
+        # vLLM at start: "Custom logits processors are not supported when speculative
+        # decoding is enabled." (the lab's scripted model is one).
+        return (
+            f"speculative_config is set with args {processors[0]}, which vLLM refuses at start"
+            " (custom logits processors are not supported with speculative decoding); expected"
+            " one of the two"
         )
     return None
 

@@ -386,15 +386,28 @@ CASES = [
             "enp1s0f1np1",
         ],
     ),
-    # A speculative method whose package the virtualenv's vLLM lacks (suffix decoding).
+    # A speculative method whose package the virtualenv's vLLM lacks (suffix decoding), on a
+    # lab without its scripted logits processor (which vLLM refuses with any method: next).
     (
         "suffix_decoding_without_its_package",
-        [overrides(speculative_config={"method": "suffix"})],
+        [
+            overrides(speculative_config={"method": "suffix"}),
+            '{"vllm_server_args": {"enforce_eager": true}}',
+        ],
         BOTH,
         [
             "profile tiny_lab cannot run on the vLLM of /opt/vllm (vllm_server_venv): no"
             " arctic-inference Python package, which speculative method suffix loads",
         ],
+    ),
+    # vLLM refuses custom logits processors (the lab's scripted model) with speculative
+    # decoding, at start: "Custom logits processors are not supported when speculative
+    # decoding is enabled" (a lab run with an n-gram point).
+    (
+        "speculative_decoding_with_a_logits_processor",
+        [overrides(speculative_config={"method": "ngram", "num_speculative_tokens": 2})],
+        BOTH,
+        ["speculative_config is set with args logits_processors, which vLLM refuses at start"],
     ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
@@ -451,6 +464,7 @@ VLLM_CASES = (
     "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
     "placeholder_key", "short_key", "model_folder_is_a_file", "tool_call_parser_unknown",
     "env_value_with_a_line_break", "suffix_decoding_without_its_package",
+    "speculative_decoding_with_a_logits_processor",
 )  # fmt: skip
 CHECKS.update({case: {"vllm_server"} for case in VLLM_CASES})
 
@@ -508,9 +522,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 50 cases take 28 runs: the vLLM settings are one check that 20 cases fail (and
-    # the model's source six more, which leave it unchecked), so no fewer than 26.
-    assert len(batches(CASES)) <= 28
+    # The 51 cases take 29 runs: the vLLM settings are one check that 21 cases fail (and
+    # the model's source six more, which leave it unchecked), so no fewer than 27.
+    assert len(batches(CASES)) <= 29
 
 
 @pytest.fixture(scope="module")

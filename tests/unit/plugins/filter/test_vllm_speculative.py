@@ -88,3 +88,14 @@ def test_model_free_methods_and_unknown_models_are_not_judged() -> None:
     assert speculative_model_problems({**TINY, "speculative_config": MTP}, {}) == []
     assert speculative_model_problems(TINY, {"num_hidden_layers": 2}) == []
     assert FilterModule().filters()["speculative_model_problems"] is speculative_model_problems
+
+
+def test_custom_logits_processors_and_speculative_decoding_are_refused_together() -> None:
+    # The lab's scripted model is a logits processor: vLLM 0.32 exits at start with
+    # "ValueError: Custom logits processors are not supported when speculative decoding is
+    # enabled." (a lab run, serving tiny_lab with an n-gram point).
+    profile = {**TINY, "speculative_config": NGRAM, "args": {"logits_processors": ["m:C"]}}
+    with pytest.raises(AnsibleFilterError, match="args logits_processors, which vLLM refuses"):
+        vllm_serve_config(profile, {"host": "0.0.0.0"})
+    profile["args"] = {"logits-processors": []}
+    assert "speculative-config" in vllm_serve_config(profile, {"host": "0.0.0.0"})
