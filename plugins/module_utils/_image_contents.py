@@ -93,8 +93,7 @@ def vllm_root():
         spec = None
     roots = list(spec.submodule_search_locations or []) if spec else []
     return roots[0] if roots else None
-def speculative_methods():
-    root = vllm_root()
+def speculative_methods(root):
     if not root:
         return None
     for place in ("config/speculative.py", "config.py"):
@@ -102,8 +101,7 @@ def speculative_methods():
         if names:
             return names
     return None
-def parsers(folders):
-    root = vllm_root()
+def parsers(root, folders):
     if not root:
         return {}
     answer = {}
@@ -129,14 +127,15 @@ def version(name):
         return metadata.version(name)
     except Exception:
         return None
+root = vllm_root()
 print(json.dumps({{
     "version": {CONTENTS_VERSION},
     "python": platform.python_version(),
     "machine": platform.machine(),
     "distributions": {{name: version(name) for name in {DISTRIBUTIONS!r}}},
     "commands": {{name: shutil.which(name) for name in {COMMANDS!r}}},
-    "parsers": parsers({PARSER_FOLDERS!r}),
-    "speculative_methods": speculative_methods(),
+    "parsers": parsers(root, {PARSER_FOLDERS!r}),
+    "speculative_methods": speculative_methods(root),
 }}))
 """
 ).strip()
@@ -148,6 +147,17 @@ def last_line(text):
     """The last line of a program's output that says something (an error's reason)."""
     lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
     return lines[-1] if lines else "no output"
+
+
+def answer(rc, out, err, failed):
+    """What a run of the script answered: its contents, or ``{"error": ...}`` (``failed``
+    begins the sentence when it did not run: ``python3 did not run in it``)."""
+    if rc != 0:
+        return {"error": f"{failed} (exit {rc}): {last_line(err or out)}"}
+    try:
+        return parse_contents(out)
+    except ContentsError as error:
+        return {"error": str(error)}
 
 
 class ContentsError(ValueError):

@@ -122,6 +122,12 @@ def missing(contents, needs):
     return found
 
 
+def _closest(value, known):
+    """``did you mean a or b? `` for the names of ``known`` closest to ``value``, or ''."""
+    close = difflib.get_close_matches(str(value), known, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}? " if close else ""
+
+
 def unknown_parsers(have, named, options):
     """The parsers ``options`` name that vLLM ``have`` does not register (``named``: the
     names per option, as the contents script read them from vLLM's source), one phrase each
@@ -133,10 +139,8 @@ def unknown_parsers(have, named, options):
             continue
         if str(value) in known:
             continue
-        close = difflib.get_close_matches(str(value), known, n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
         found.append(
-            f"vLLM {have} has no --{option} {value} ({hint}its {len(known)} are"
+            f"vLLM {have} has no --{option} {value} ({_closest(value, known)}its {len(known)} are"
             f" {', '.join(known[:12])}{', ...' if len(known) > 12 else ''})"
         )
     return found
@@ -151,11 +155,10 @@ def speculative_lacks(have, contents, options):
     found = []
     known = contents.get("speculative_methods")
     if known and method not in known:
-        close = difflib.get_close_matches(str(method), known, n=3, cutoff=0.6)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
         found.append(
             f"vLLM {have} has no speculative method {method} (--{SPECULATIVE_OPTION};"
-            f" {hint}its methods include {', '.join(m for m in known if not m.endswith('_mtp'))})"
+            f" {_closest(method, known)}its methods include"
+            f" {', '.join(m for m in known if not m.endswith('_mtp'))})"
         )
     package = SPECULATIVE_PACKAGES.get(method)
     if package and not (contents.get("distributions") or {}).get(package):

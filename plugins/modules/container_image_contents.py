@@ -122,9 +122,9 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_
 from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents import (  # noqa: E402
     PROBE_SCRIPT,
     ContentsError,
+    answer,
     cache_name,
     last_line,
-    parse_contents,
     read_cached,
     read_only,
     render,
@@ -152,12 +152,7 @@ def run_script(module, binary, image, volumes):
         argv += ["--volume", volume]
     argv += ["--entrypoint", "python3", image, "-c", PROBE_SCRIPT]
     rc, out, err = module.run_command(argv)
-    if rc != 0:
-        return {"error": f"python3 did not run in it (exit {rc}): {last_line(err or out)}"}
-    try:
-        return parse_contents(out)
-    except ContentsError as error:
-        return {"error": str(error)}
+    return answer(rc, out, err, "python3 did not run in it")
 
 
 def main():

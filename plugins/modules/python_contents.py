@@ -82,9 +82,7 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents import (  # noqa: E402
     PROBE_SCRIPT,
-    ContentsError,
-    last_line,
-    parse_contents,
+    answer,
 )
 
 
@@ -96,16 +94,9 @@ def main():
     if not os.access(python, os.X_OK):
         module.exit_json(changed=False, contents={"error": f"{python} is no program to run"})
     rc, out, err = module.run_command([python, "-c", PROBE_SCRIPT])
-    if rc != 0:
-        contents = {
-            "error": f"{python} did not run the script (exit {rc}): {last_line(err or out)}"
-        }
-    else:
-        try:
-            contents = parse_contents(out)
-        except ContentsError as error:
-            contents = {"error": str(error)}
-    module.exit_json(changed=False, contents=contents)
+    module.exit_json(
+        changed=False, contents=answer(rc, out, err, f"{python} did not run the script")
+    )
 
 
 if __name__ == "__main__":
