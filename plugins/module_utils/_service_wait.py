@@ -42,6 +42,11 @@ _SUPERVISOR_LINE = re.compile(r"^\S+\.service: ")
 # When the process stopped before the wait began (a start refused at once), its own lines
 # are older than the wait: the log is read again this much further back.
 EARLIER_S = 60
+# journald writes a unit's last lines a moment after systemd has seen the process exit (more
+# under load: a usage error found 0.1 s into a wait left the log empty, 2026-11-27): a log
+# with no reason in it is read again for this long.
+LOG_SETTLE_S = 5.0
+LOG_SETTLE_DELAY_S = 0.5
 
 Run = Callable[[list[str]], tuple[int, str, str]]
 # How much of the log the reason is looked for in (at least what is shown).
@@ -250,41 +255,55 @@ def wait(
         restarted = int(state["restarts"] or 0) > baseline
         # Inactive once is a manual restart passing by; twice in a row, the process is gone.
         if restarted or state["phase"] == "failed" or stopped_polls >= 2:
-            return _not_ready(
-                "broken", supervisor, state, started, started_wall, attempts, last, run, clock
-            )
-        if clock() - started >= timeout:
-            return _not_ready(
-                "timeout", supervisor, state, started, started_wall, attempts, last, run, clock
-            )
-        sleep(delay)
+            outcome = "broken"
+        elif clock() - started >= timeout:
+            outcome = "timeout"
+        else:
+            sleep(delay)
+            continue
+        return {
+            "state": outcome,
+            "elapsed": round(clock() - started, 1),
+            "attempts": attempts,
+            "probe": last,
+            "supervisor": f"{supervisor.describe()} ({state['detail']})",
+            **_log_and_reason(supervisor, started_wall, run, clock, sleep),
+        }
 
 
-def _not_ready(  # noqa: PLR0917 - the state of the wait loop, passed on as it is
-    outcome: str,
+def _said_why(reason: str) -> bool:
+    return bool(reason) and not _SUPERVISOR_LINE.match(reason)
+
+
+def _log_and_reason(
     supervisor: Supervisor,
-    state: dict[str, str],
-    started: float,
     started_wall: float,
-    attempts: int,
-    last: str,
     run: Run,
     clock: Callable[[], float],
-) -> dict[str, object]:
-    # The reason is looked for in more of the log than is shown: under vLLM's Ray executor
-    # the root cause comes a few hundred lines before the end (every worker's traceback).
+    sleep: Callable[[float], None],
+) -> dict[str, str]:
+    """The end of the log since the wait began (``log``) and the line that says why
+    (``reason``). A unit's log without a reason is read again for LOG_SETTLE_S."""
+    settle_until = clock() + LOG_SETTLE_S
+    while True:
+        log, reason = _read_reason(supervisor, started_wall, run)
+        if not supervisor.unit or _said_why(reason) or clock() >= settle_until:
+            break
+        sleep(LOG_SETTLE_DELAY_S)
     shown = supervisor.log_lines
-    log = supervisor.log(run, started_wall, lines=max(shown, REASON_LOG_LINES))
-    reason = reason_line(log)
-    if supervisor.unit and (not reason or _SUPERVISOR_LINE.match(reason)):
-        earlier = reason_line(supervisor.log(run, started_wall - EARLIER_S, lines=REASON_LOG_LINES))
-        reason = earlier or reason
     return {
-        "state": outcome,
-        "elapsed": round(clock() - started, 1),
-        "attempts": attempts,
-        "probe": last,
-        "supervisor": f"{supervisor.describe()} ({state['detail']})",
         "log": "\n".join(log.splitlines()[-shown:]) if shown > 0 else "",
         "reason": reason,
     }
+
+
+def _read_reason(supervisor: Supervisor, started_wall: float, run: Run) -> tuple[str, str]:
+    """The log since the wait began and its reason line. The reason is looked for in more of
+    the log than is shown: under vLLM's Ray executor the root cause comes a few hundred lines
+    before the end (every worker's traceback)."""
+    log = supervisor.log(run, started_wall, lines=max(supervisor.log_lines, REASON_LOG_LINES))
+    reason = reason_line(log)
+    if supervisor.unit and not _said_why(reason):
+        earlier = reason_line(supervisor.log(run, started_wall - EARLIER_S, lines=REASON_LOG_LINES))
+        reason = earlier or reason
+    return log, reason

@@ -284,3 +284,42 @@ def test_systemd_lines_are_the_reason_only_when_the_process_said_nothing() -> No
         "vllm: error: unrecognized arguments: x"
     )
     assert reason_line(failed) == failed
+
+
+def test_a_log_journald_has_not_written_yet_is_read_again() -> None:
+    """The usage error of a broken image, found 0.1 s into the wait under load: the journal
+    held nothing of the process yet (CI, 2026-11-27). The log is read again until it says
+    why, for a few seconds."""
+    refused = "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
+
+    class LateJournal(FakeHost):
+        reads = 0
+
+        def run(self, argv: list[str]) -> tuple[int, str, str]:
+            if argv[0] == "journalctl":
+                self.reads += 1
+                return 0, refused if self.reads > 4 else "", ""
+            return super().run(argv)
+
+    host = LateJournal([unit("activating", "auto-restart", 1)])
+    result = run_wait(host, NEVER_READY)
+    assert result["reason"] == refused
+    assert result["log"] == refused
+
+
+def test_a_process_that_said_nothing_is_not_waited_for_long() -> None:
+    host = FakeHost([unit("activating", "auto-restart", 1)], log="")
+    clock = Clock()
+    result = wait(
+        Supervisor(unit="llmfleet-vllm.service"),
+        NEVER_READY,
+        timeout=60,
+        delay=2,
+        run=host.run,
+        clock=clock,
+        wall=lambda: 1_700_000_000.0,
+        sleep=clock.sleep,
+    )
+    assert result["state"] == "broken"
+    assert result["reason"] == ""
+    assert 5 <= clock.now <= 6
