@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .conftest import Lab, changed_counts, run_up
 
 MODEL = "/opt/models/llmfleet-tiny"
@@ -105,6 +107,9 @@ def test_a_flipped_byte_on_spark_2_is_named_and_only_that_file_copied_again(lab:
         assert lab.sh(node, f"test -e {CHANGED_MARKER}", check=False).returncode == 1, node
 
 
+# Extended: make test's second runs of model_weights change nothing in
+# test_site_a_second_time_changes_nothing (the whole site) and in the controller's test below.
+@pytest.mark.extended
 def test_a_second_run_moves_and_changes_nothing(lab: Lab, site) -> None:
     first = weights_only(lab)
     assert first.returncode == 0, first.stdout[-6000:]

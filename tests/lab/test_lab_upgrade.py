@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
 from .conftest import ROOT, Lab, run_up, vllm_started
@@ -60,6 +61,10 @@ REFUSED_PROFILES = {
 }
 
 
+# Extended: the rollback of an upgrade whose vLLM refuses to start, failed at once with vLLM's
+# reason, is walked in make test on the Sparks' path (test_lab_ray_path.py's broken image);
+# this is the native deployment's (the GH200 box's), 4.7 of CI's minutes (2026-11-27).
+@pytest.mark.extended
 def test_a_profile_vllm_refuses_fails_at_once_and_is_rolled_back(lab: Lab, site) -> None:
     """The native deployment's upgrade: both ranks restart with the new profile, the wait
     fails as soon as they exit (with vLLM's reason, not after the start timeout), and both
