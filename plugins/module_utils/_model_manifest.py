@@ -296,6 +296,16 @@ def _remove_bad(root, bad, check_mode):
     return removed
 
 
+def _file_above(root):
+    """The first folder of ``root``'s path that exists and is no folder, else None."""
+    parent = os.path.dirname(root)
+    while parent != os.path.dirname(parent):
+        if os.path.exists(parent):
+            return None if os.path.isdir(parent) else parent
+        parent = os.path.dirname(parent)
+    return None
+
+
 def _check_arguments(path, files, mode, state_file):
     """``(normalized reference or None, absolute path, whether it is a folder)``."""
     if mode not in MODES:
@@ -308,7 +318,10 @@ def _check_arguments(path, files, mode, state_file):
     root = os.path.abspath(path)
     exists = os.path.isdir(root)
     if os.path.exists(root) and not exists:
-        raise ManifestError(f"{path} exists and is not a folder")
+        raise ManifestError(f"{path} is a file, not a folder")
+    through = _file_above(root)
+    if through:
+        raise ManifestError(f"{path} goes through a file ({through})")
     if reference is None and not exists and mode != "inspect":
         raise ManifestError(
             f"{path} does not exist; without files the module builds the manifest from the "

@@ -320,7 +320,10 @@ CASES = [
         "weights_folder_is_a_file",
         ["model_weights_path=/etc/hostname/tiny"],
         BOTH,
-        ['model_weights_path is "/etc/hostname/tiny", which goes through a file on this host'],
+        [
+            'model_weights_path is "/etc/hostname/tiny", which cannot hold the model on this host:'
+            " /etc/hostname/tiny goes through a file (/etc/hostname)"
+        ],
     ),
     # A name the vLLM that will run does not know (read from its source), with the closest.
     (

@@ -282,6 +282,15 @@ def test_inspect_a_path_that_does_not_exist(tmp_path: Path) -> None:
     assert not (tmp_path / "models").exists()
 
 
+def test_a_path_that_is_a_file_or_goes_through_one_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "hostname").write_text("spark-1\n")
+    with pytest.raises(mm.ManifestError, match=r"/hostname is a file, not a folder$"):
+        mm.check_model(str(tmp_path / "hostname"), reference(), mode="inspect")
+    through = r"/hostname/m/x goes through a file \(.*/hostname\)$"
+    with pytest.raises(mm.ManifestError, match=through):
+        mm.check_model(str(tmp_path / "hostname" / "m" / "x"), reference(), mode="inspect")
+
+
 def test_inspect_reads_no_content(model: Path, state: Path) -> None:
     flip_byte(model / "config.json")
     (model / "tokenizer" / "tokenizer.json").write_bytes(b"{}")
