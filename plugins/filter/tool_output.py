@@ -1,5 +1,6 @@
-"""Parsers of what the RDMA and NIC tools print (ibdev2netdev, ethtool, perftest): each
-turns a tool's text into data. The fabric and rdma filters judge that data."""
+"""Parsers of what the RDMA and NIC tools print (ibdev2netdev, ethtool, perftest) and of the
+kernel's own tables (/proc/meminfo): each turns text into data. The fabric, rdma and
+validation filters and tasks judge that data."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.module_utils._ethtool import ethtool_link
+from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import parse_meminfo
 
 IBDEV2NETDEV_LINE = re.compile(
     r"^(?:\S+\s+)?(?P<device>\S+)(?:\s+\(.*?\).*?)?\s+port\s+(?P<port>\d+)"
@@ -32,6 +34,17 @@ def ibdev2netdev_map(stdout):
                 "state": match["state"],
             }
     return result
+
+
+def meminfo(text):
+    """``/proc/meminfo`` -> ``{field: bytes}`` (its kB are KiB; counts stay counts), as the
+    modules read it (module_utils/_meminfo.py)."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError(f"meminfo: expected the text of /proc/meminfo, got {text!r}")
+    values = parse_meminfo(text)
+    if "MemTotal" not in values:
+        raise AnsibleFilterError("meminfo: the text has no MemTotal line; is it /proc/meminfo?")
+    return values
 
 
 def perftest_report(stdout):
@@ -73,4 +86,5 @@ class FilterModule:
             "ibdev2netdev_map": ibdev2netdev_map,
             "ethtool_link": ethtool_link,
             "perftest_report": perftest_report,
+            "meminfo": meminfo,
         }

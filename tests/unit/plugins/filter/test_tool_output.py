@@ -8,6 +8,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.tool_output import (
     FilterModule,
     ethtool_link,
     ibdev2netdev_map,
+    meminfo,
     perftest_report,
 )
 
@@ -65,4 +66,28 @@ def test_perftest_without_report_names_the_tail() -> None:
 
 
 def test_registered() -> None:
-    assert set(FilterModule().filters()) == {"ibdev2netdev_map", "ethtool_link", "perftest_report"}
+    assert set(FilterModule().filters()) == {
+        "ibdev2netdev_map", "ethtool_link", "perftest_report", "meminfo",
+    }  # fmt: skip
+
+
+MEMINFO = """\
+MemTotal:       24684136 kB
+MemFree:        12501184 kB
+MemAvailable:   18585280 kB
+HugePages_Total:       0
+Hugepagesize:       2048 kB
+"""
+
+
+def test_meminfo_gives_bytes_and_keeps_counts() -> None:
+    values = meminfo(MEMINFO)
+    assert values["MemTotal"] == 24684136 * 1024
+    assert values["MemAvailable"] == 18585280 * 1024
+    assert values["HugePages_Total"] == 0
+
+
+@pytest.mark.parametrize("text", ["", "not meminfo", None])
+def test_meminfo_refuses_what_is_not_meminfo(text: object) -> None:
+    with pytest.raises(AnsibleFilterError, match="meminfo"):
+        meminfo(text)
