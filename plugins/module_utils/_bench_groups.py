@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+    SPECULATIVE_COUNTERS,
     model_counters,
     read_metrics_text,
 )
@@ -56,15 +57,19 @@ def group_problems(groups):
 
 
 def parse_group_counters(text, model):
-    """``{"requests": n, "queries": n, "hits": n}`` of ``model`` from a group's /metrics text;
-    the prefix counters are None when the text has none."""
+    """``{"requests": n, "queries": n, "hits": n}`` of ``model`` from a group's /metrics text
+    (with the speculative decoding counters when it has them); the prefix counters are None
+    when the text has none."""
     totals = model_counters(text, model)
     prefix = "prefix_cache_queries" in totals and "prefix_cache_hits" in totals
-    return {
+    counters = {
         "requests": totals.get("request_success", 0.0),
         "queries": totals["prefix_cache_queries"] if prefix else None,
         "hits": totals["prefix_cache_hits"] if prefix else None,
     }
+    if all(name in totals for name in SPECULATIVE_COUNTERS.values()):
+        counters.update({key: totals[name] for key, name in SPECULATIVE_COUNTERS.items()})
+    return counters
 
 
 class Groups:
@@ -95,14 +100,15 @@ class Groups:
         return {member[0]: counters[index] for index, member in enumerate(self.members)}
 
     async def prefix_counters(self):
-        """The groups' prefix-cache counters summed; None when one cannot be read."""
+        """The groups' prefix-cache counters summed (and their speculative decoding counters,
+        when every group has them); None when one cannot be read."""
         counters = await self.read()
         if any(c is None or c["queries"] is None for c in counters.values()):
             return None
-        return {
-            "queries": sum(c["queries"] for c in counters.values()),
-            "hits": sum(c["hits"] for c in counters.values()),
-        }
+        keys = ["queries", "hits"]
+        if all(all(key in c for key in SPECULATIVE_COUNTERS) for c in counters.values()):
+            keys += list(SPECULATIVE_COUNTERS)
+        return {key: sum(c[key] for c in counters.values()) for key in keys}
 
 
 def group_load(before, after):

@@ -201,13 +201,49 @@ def model_counters(text, model):
     return totals
 
 
+# vLLM's speculative decoding counters (vllm/v1/spec_decode/metrics.py): drafts proposed,
+# the tokens they held, the tokens the model accepted.
+SPECULATIVE_COUNTERS = {
+    "drafts": "spec_decode_num_drafts",
+    "draft_tokens": "spec_decode_num_draft_tokens",
+    "accepted_tokens": "spec_decode_num_accepted_tokens",
+}
+
+
 def parse_prefix_counters(text, model):
     """``{"queries": n, "hits": n}`` (tokens) from vLLM's Prometheus text for ``model``
-    (summed over the other labels); None when the text has no such counters."""
+    (summed over the other labels), with ``drafts``, ``draft_tokens`` and
+    ``accepted_tokens`` when it decodes speculatively; None when the text has no prefix-cache
+    counters."""
     totals = model_counters(text, model)
     if "prefix_cache_queries" not in totals or "prefix_cache_hits" not in totals:
         return None
-    return {"queries": totals["prefix_cache_queries"], "hits": totals["prefix_cache_hits"]}
+    counters = {"queries": totals["prefix_cache_queries"], "hits": totals["prefix_cache_hits"]}
+    if all(name in totals for name in SPECULATIVE_COUNTERS.values()):
+        counters.update({key: totals[name] for key, name in SPECULATIVE_COUNTERS.items()})
+    return counters
+
+
+def speculative_acceptance(before, after):
+    """Between two reads of the counters: ``acceptance_rate`` (accepted over proposed
+    tokens) and ``mean_acceptance_length`` (tokens per step, 1 + accepted per draft, as vLLM
+    logs it), with the counts; None without speculative counters or drafts."""
+    if (
+        not before
+        or not after
+        or any(k not in before or k not in after for k in SPECULATIVE_COUNTERS)
+    ):
+        return None
+    moved = {key: after[key] - before[key] for key in SPECULATIVE_COUNTERS}
+    if moved["drafts"] <= 0 or moved["draft_tokens"] <= 0:
+        return None
+    return {
+        "drafts": int(moved["drafts"]),
+        "draft_tokens": int(moved["draft_tokens"]),
+        "accepted_tokens": int(moved["accepted_tokens"]),
+        "acceptance_rate": round(moved["accepted_tokens"] / moved["draft_tokens"], 4),
+        "mean_acceptance_length": round(1 + moved["accepted_tokens"] / moved["drafts"], 3),
+    }
 
 
 async def read_metrics_text(endpoint, ssl_context, timeout, api_key=None):
@@ -268,6 +304,7 @@ def turn_metrics(turn, records, duration_s, before, after):
         "prefill_cached_tokens": None,
         "prefill_computed_tokens": None,
         "prefix_cache_hit_ratio": None,
+        "speculative": speculative_acceptance(before, after),
     }
     if before is not None and after is not None:
         queries = after["queries"] - before["queries"]
@@ -321,15 +358,20 @@ async def run_session_scenario(
             on_progress(len(records), len([r for r in records if not r["ok"]]), clock() - start)
         return record
 
+    first = last = None
     for turn in range(scenario["turns"]):
         before = await read_counters()
         turn_start = clock()
         turn_records = await asyncio.gather(*(send(session, turn) for session in sessions))
         duration = clock() - turn_start
         after = await read_counters()
+        first = before if turn == 0 else first
+        last = after
         turns.append(turn_metrics(turn + 1, list(turn_records), duration, before, after))
     result = scenario_metrics(records, clock() - start)
     result["by_turn"] = turns
+    # Speculative decoding over the whole scenario (None when the server does not do it).
+    result["speculative"] = speculative_acceptance(first, last)
     result["session_wall_s"] = summarize(
         [max(r["end"] for r in rs) - min(r["start"] for r in rs) for rs in by_session if rs]
     )

@@ -362,7 +362,8 @@ benchmark:
               C(duration_s), C(ttft_s) (the statistics above), C(prompt_tokens_per_request),
               C(output_tokens_per_s) (over the turn's wall time), and from vLLM's counters
               C(prefill_cached_tokens), C(prefill_computed_tokens) and
-              C(prefix_cache_hit_ratio) (null when the server has no C(/metrics)).
+              C(prefix_cache_hit_ratio) (null when the server has no C(/metrics)), and
+              C(speculative) (see RV(benchmark.scenarios[].speculative)) for the turn.
           type: list
           elements: dict
           returned: session scenarios, unless check mode
@@ -370,6 +371,18 @@ benchmark:
                     prompt_tokens_per_request: 11840.0, output_tokens_per_s: 160.2,
                     prefill_cached_tokens: 44800, prefill_computed_tokens: 2560,
                     prefix_cache_hit_ratio: 0.9459}]
+        speculative:
+          description:
+            - Of a V(session) scenario, speculative decoding as vLLM counted it over the
+              scenario (its C(vllm:spec_decode_*) counters) - C(drafts), C(draft_tokens),
+              C(accepted_tokens), C(acceptance_rate) (accepted over proposed tokens) and
+              C(mean_acceptance_length) (tokens per step, 1 + accepted per draft, as vLLM logs
+              it).
+            - Null when the server does not decode speculatively or has no C(/metrics).
+          type: dict
+          returned: session scenarios, unless check mode
+          sample: {drafts: 410, draft_tokens: 1640, accepted_tokens: 902, acceptance_rate: 0.55,
+                   mean_acceptance_length: 3.2}
         session_wall_s:
           description: Of a V(session) scenario, each session's time from its first request sent
             to its last answered; the statistics above.

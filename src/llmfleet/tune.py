@@ -41,6 +41,10 @@ DEFAULT_GRID: dict[str, list[Any]] = {
     "enable_prefix_caching": [True, False],
 }
 SPARK_GRID: dict[str, list[Any]] = {"rails": ["single", "dual"], "transport": ["rdma", "socket"]}
+# Speculative decoding as a grid key: `off`, or vLLM's method and the tokens it proposes per
+# step (`ngram:4`, `suffix`, `mtp:1`), served as the profile's speculative_config.
+SPECULATIVE_KEY = "speculative"
+SPECULATIVE_OFF = ("off", "none", None, False)
 DEFAULT_SESSIONS = (4, 8)
 # A point whose output tokens/s falls more than this below the best point's (at any session
 # count) cannot win, however low its TTFT.
@@ -82,6 +86,24 @@ def point_label(point: dict[str, Any]) -> str:
     return " ".join(f"{key}={json.dumps(value)}" for key, value in point.items())
 
 
+def speculative_config(value: Any) -> dict[str, Any] | None:
+    """A ``speculative`` grid value as vLLM's speculative_config: None for ``off``;
+    ``METHOD`` or ``METHOD:TOKENS`` a method and the tokens it proposes per step. Raises
+    TuneError for anything else."""
+    if value in SPECULATIVE_OFF:
+        return None
+    method, sep, tokens = str(value).partition(":")
+    if not method.strip() or (sep and not tokens.strip().isdigit()):
+        raise TuneError(
+            f"grid key {SPECULATIVE_KEY} has {value!r}; expected off, or a method and the"
+            " tokens it proposes per step (ngram:4, suffix, mtp:1)"
+        )
+    config: dict[str, Any] = {"method": method.strip()}
+    if sep:
+        config["num_speculative_tokens"] = int(tokens)
+    return config
+
+
 def point_variables(point: dict[str, Any]) -> dict[str, Any]:
     """The extra variables that serve a point (see the module's docstring)."""
     variables: dict[str, Any] = {TUNED_VARIABLE: {}}
@@ -89,6 +111,8 @@ def point_variables(point: dict[str, Any]) -> dict[str, Any]:
         if key in FABRIC_KEYS:
             variable, meanings = FABRIC_KEYS[key]
             variables[variable] = meanings[value]
+        elif key == SPECULATIVE_KEY:
+            variables[TUNED_VARIABLE]["speculative_config"] = speculative_config(value)
         else:
             variables[TUNED_VARIABLE][key] = value
     return variables
@@ -122,6 +146,8 @@ def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
                 for value in values
                 if value not in known
             ]
+        elif key == SPECULATIVE_KEY:
+            problems += speculative_problems(values, checks)
         elif key not in checks.PROFILE_OPTIONS:
             problems.append(
                 f"grid key {key} is not a vLLM profile option nor {sorted(FABRIC_KEYS)};"
@@ -136,6 +162,23 @@ def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
     return problems
 
 
+def speculative_problems(values: list[Any], checks: Any) -> list[str]:
+    """What vLLM would refuse of the ``speculative`` grid key's values: their shape (the
+    image's methods, the model's MTP layers and the profile's other options are checked by
+    the validation of each point's run)."""
+    problems = []
+    for value in values:
+        try:
+            config = speculative_config(value)
+        except TuneError as error:
+            problems.append(str(error))
+            continue
+        problem = None if config is None else checks.speculative_shape_problem(config)
+        if problem:
+            problems.append(f"grid key {SPECULATIVE_KEY} has {value!r}: {problem}")
+    return problems
+
+
 def session_scenarios(shape: dict[str, Any], sessions: Sequence[int]) -> list[dict[str, Any]]:
     """A warm-up (vLLM just restarted), then one session scenario per session count."""
     return [WARMUP] + [
@@ -146,11 +189,14 @@ def session_scenarios(shape: dict[str, Any], sessions: Sequence[int]) -> list[di
 
 
 def measurements(benchmark: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Per measured session scenario: its TTFT p99 and output tokens/s."""
+    """Per measured session scenario: its TTFT p99, output tokens/s, the decode speed one
+    request sees and, when vLLM decodes speculatively, its acceptance rate (vLLM's counters)."""
     return {
         str(s["name"]): {
             "ttft_p99_s": (s.get("ttft_s") or {}).get("p99"),
             "output_tokens_per_s": s.get("output_tokens_per_s"),
+            "decode_tokens_per_s": s.get("decode_tokens_per_s"),
+            "acceptance_rate": (s.get("speculative") or {}).get("acceptance_rate"),
             "errors": s.get("errors"),
         }
         for s in benchmark.get("scenarios") or []

@@ -22,6 +22,10 @@ def _rate(value: float | None) -> str:
     return NONE_TEXT if value is None else f"{value:.1f}"
 
 
+def _share(value: float | None) -> str:
+    return NONE_TEXT if value is None else f"{value:.0%}"
+
+
 def render_markdown(sweep: dict[str, Any]) -> str:
     """The sweep (``run_sweep``'s record) as a markdown report."""
     names = sweep["scenarios"]
@@ -32,6 +36,9 @@ def render_markdown(sweep: dict[str, Any]) -> str:
         f"- Grid: {json.dumps(sweep['grid'])} ({len(sweep['points'])} points)",
         f"- Sessions at once: {', '.join(str(count) for count in sweep['sessions'])}; each"
         f" session: {json.dumps(sweep['shape'])}",
+        "- Decode tok/s: the speed one request sees (its tokens after the first over the time"
+        " after its first); accepted: the share of the tokens speculative decoding proposed that"
+        " vLLM accepted (its spec_decode counters).",
         "- Objective: the lowest TTFT p99 at the worst session count, among the points whose"
         f" output tokens/s is within {sweep['throughput_slack']:.0%} of the best at every"
         " session count.",
@@ -44,9 +51,16 @@ def render_markdown(sweep: dict[str, Any]) -> str:
             f"- **Winner: point {winner + 1}**, {point_label(sweep['points'][winner]['point'])},"
             f" kept in `{sweep['tuned_file']}`."
         )
+    # The acceptance of speculative decoding, where a point decoded speculatively.
+    speculative = any(
+        (entry or {}).get("acceptance_rate") is not None
+        for result in sweep["points"]
+        for entry in (result.get("measured") or {}).values()
+    )
     header = ["#", *keys]
     for name in names:
-        header += [f"{name} TTFT p99 (ms)", f"{name} out tok/s"]
+        header += [f"{name} TTFT p99 (ms)", f"{name} out tok/s", f"{name} decode tok/s"]
+        header += [f"{name} accepted"] if speculative else []
     header.append("verdict")
     lines += ["", "| " + " | ".join(header) + " |", "|" + "|".join(["--:"] * len(header)) + "|"]
     for number, result in enumerate(sweep["points"], start=1):
@@ -54,7 +68,12 @@ def render_markdown(sweep: dict[str, Any]) -> str:
         measured = result.get("measured") or {}
         for name in names:
             entry = measured.get(name) or {}
-            cells += [_ms(entry.get("ttft_p99_s")), _rate(entry.get("output_tokens_per_s"))]
+            cells += [
+                _ms(entry.get("ttft_p99_s")),
+                _rate(entry.get("output_tokens_per_s")),
+                _rate(entry.get("decode_tokens_per_s")),
+            ]
+            cells += [_share(entry.get("acceptance_rate"))] if speculative else []
         verdict = str(result.get("verdict", NONE_TEXT)).replace("|", "/")
         cells.append(f"**{verdict}**" if number - 1 == winner else verdict)
         lines.append("| " + " | ".join(cells) + " |")

@@ -114,10 +114,54 @@ def sweep_record(winner: int | None = 1) -> dict[str, Any]:
 def test_the_report_lists_every_point_and_marks_the_winner() -> None:
     markdown = tune_report.render_markdown(sweep_record())
     assert "- **Winner: point 2**, max_num_seqs=8, kept in" in markdown
-    assert "| 1 | 1 | 2500 | 20.0 | output tokens/s more than 10% below the best in" in markdown
-    assert "| 2 | 8 | 400 | 60.0 | **winner** |" in markdown
+    assert "| 1 | 1 | 2500 | 20.0 | — | output tokens/s more than 10% below the best in" in markdown
+    assert "| 2 | 8 | 400 | 60.0 | — | **winner** |" in markdown
+    # No point decoded speculatively: no acceptance column.
+    assert "accepted |" not in markdown
     pytest.importorskip("matplotlib")
     assert tune_report.render_png(sweep_record()).startswith(b"\x89PNG")
+
+
+def test_speculative_decoding_is_a_grid_key_with_its_acceptance_in_the_report() -> None:
+    """`speculative=off,ngram:4,suffix`: each value is served as the profile's
+    speculative_config; the report shows the decode speed and vLLM's acceptance per point."""
+    grid = tune.parse_grid(["speculative=off,ngram:4,suffix"])
+    assert tune.grid_problems(grid, ROOT) == []
+    configs = [
+        tune.point_variables(point)["llmfleet_tuned_overrides"]["speculative_config"]
+        for point in tune.grid_points(grid)
+    ]
+    assert configs == [None, {"method": "ngram", "num_speculative_tokens": 4}, {"method": "suffix"}]
+    problems = tune.grid_problems({"speculative": ["ngram:four", "ngram", "eagle3:2"]}, ROOT)
+    assert problems[0].startswith("grid key speculative has 'ngram:four'; expected off")
+    assert "num_speculative_tokens is None" in problems[1]
+    assert "drafts with a model of its own" in problems[2]
+    record = sweep_record()
+    record["grid"] = {"speculative": ["off", "ngram:4"]}
+    for number, point in enumerate(record["points"]):
+        point["point"] = {"speculative": ["off", "ngram:4"][number]}
+        point["measured"]["sessions_c4"]["decode_tokens_per_s"] = [10.0, 14.5][number]
+    record["points"][1]["measured"]["sessions_c4"]["acceptance_rate"] = 0.62
+    markdown = tune_report.render_markdown(record)
+    assert "sessions_c4 decode tok/s | sessions_c4 accepted | verdict |" in markdown
+    assert '| 2 | "ngram:4" | 400 | 60.0 | 14.5 | 62% | **winner** |' in markdown
+
+
+def test_measurements_read_the_decode_speed_and_the_acceptance() -> None:
+    benchmark = {
+        "scenarios": [
+            {"name": "warmup", "kind": "session", "warmup": True},
+            {"name": "sessions_c1", "kind": "session", "ttft_s": {"p99": 0.3},
+             "output_tokens_per_s": 20.0, "decode_tokens_per_s": 24.0, "errors": 0,
+             "speculative": {"acceptance_rate": 0.7}},
+        ]
+    }  # fmt: skip
+    assert tune.measurements(benchmark) == {
+        "sessions_c1": {
+            "ttft_p99_s": 0.3, "output_tokens_per_s": 20.0, "decode_tokens_per_s": 24.0,
+            "acceptance_rate": 0.7, "errors": 0,
+        }
+    }  # fmt: skip
 
 
 def test_the_bar_counts_points() -> None:

@@ -12,8 +12,9 @@ once. It keeps a prefix cache of words, as vLLM's of tokens: a prompt (the tool 
 each message's text and tool calls) hits the longest prefix it shares with an earlier one,
 counted in ``GET /metrics`` as vLLM's ``prefix_cache_queries_total`` and ``hits_total``,
 with the requests answered to the end as ``request_success_total`` (unless ``metrics`` is
-false). With ``tls`` (an SSLContext) it speaks https. The
-``fake_server`` fixture (tests/unit/plugins/conftest.py) starts them.
+false). With ``speculative`` (tokens proposed, tokens accepted), each request answered to the
+end counts one draft of vLLM's ``spec_decode_*`` counters. With ``tls`` (an SSLContext) it
+speaks https. The ``fake_server`` fixture (tests/unit/plugins/conftest.py) starts them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ class FakeLlmServer:
         metrics: bool = True,
         metrics_path: str = "/metrics",
         metrics_key: bool = False,
+        speculative: tuple[int, int] | None = None,
     ) -> None:
+        self.speculative = speculative
         self.api_key = api_key
         self.ttft = ttft
         self.token_delay = token_delay
@@ -155,11 +158,24 @@ class FakeLlmServer:
             f"vllm:prefix_cache_queries_total{{{labels}}} {float(self.cache_queries)}\n"
             f'vllm:prefix_cache_queries_total{{engine="0",model_name="other"}} 99.0\n'
             f"vllm:prefix_cache_hits_total{{{labels}}} {float(self.cache_hits)}\n"
-            "# TYPE vllm:request_success_total counter\n"
+            + self.speculative_text(labels)
+            + "# TYPE vllm:request_success_total counter\n"
             f'vllm:request_success_total{{{labels},finished_reason="length"}} '
             f"{float(self.finished)}\n"
             'vllm:request_success_total{engine="0",finished_reason="length",'
             'model_name="other"} 7.0\n'
+        )
+
+    def speculative_text(self, labels: str) -> str:
+        if not self.speculative:
+            return ""
+        proposed, accepted = self.speculative
+        return (
+            f"vllm:spec_decode_num_drafts_total{{{labels}}} {float(self.finished)}\n"
+            f"vllm:spec_decode_num_draft_tokens_total{{{labels}}}"
+            f" {float(self.finished * proposed)}\n"
+            f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}}"
+            f" {float(self.finished * accepted)}\n"
         )
 
     def look_up(self, payload: dict[str, Any]) -> int:

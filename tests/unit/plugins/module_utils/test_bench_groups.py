@@ -105,6 +105,28 @@ def test_the_prefix_cache_of_a_run_through_groups_sums_theirs(fake_server: Start
     assert later["prefill_cached_tokens"] + later["prefill_computed_tokens"] > 0
 
 
+def test_speculative_decoding_through_groups_sums_theirs(fake_server: StartServer) -> None:
+    """Both groups decode speculatively: their counters are summed like the prefix cache's;
+    when one does not, the run reports no acceptance rather than half of one."""
+    served, idle = fake_server(speculative=(4, 3)), fake_server(speculative=(4, 3))
+    groups: list[dict[str, Any]] = [
+        {"name": "serving_1", "url": served.url},
+        {"name": "serving_2", "url": idle.url},
+    ]
+    result = _load_generator.run_benchmark(
+        served.url, MODEL, [SESSIONS], api_key=API_KEY, groups=groups
+    )
+    [sessions] = result["scenarios"]
+    assert sessions["speculative"]["acceptance_rate"] == 0.75
+    assert sessions["speculative"]["mean_acceptance_length"] == 4.0
+    plain = fake_server()
+    groups[1]["url"] = plain.url
+    result = _load_generator.run_benchmark(
+        served.url, MODEL, [SESSIONS], api_key=API_KEY, groups=groups
+    )
+    assert result["scenarios"][0]["speculative"] is None
+
+
 def test_counters_behind_a_gateway_are_read_with_the_key(fake_server: StartServer) -> None:
     # The gateway's route to a group's counters, which takes the key as its API does.
     route = "/llmfleet/groups/serving_1"

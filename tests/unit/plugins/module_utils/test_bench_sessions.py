@@ -141,6 +141,41 @@ def test_without_metrics_the_prefix_cache_is_not_reported(fake_server: StartServ
     assert {t["prefill_computed_tokens"] for t in run["by_turn"]} == {None}
 
 
+def test_speculative_decoding_is_reported_from_vllms_counters(fake_server: StartServer) -> None:
+    """4 tokens proposed per draft, 2 accepted: vLLM's acceptance rate 0.5 and its mean
+    acceptance length 3 (tokens per step), per turn and over the scenario."""
+    server = fake_server(speculative=(4, 2))
+    result = _load_generator.run_benchmark(server.url, MODEL, [session(turns=2)], api_key=API_KEY)
+    [run] = result["scenarios"]
+    assert run["speculative"] == {
+        "drafts": 6, "draft_tokens": 24, "accepted_tokens": 12,
+        "acceptance_rate": 0.5, "mean_acceptance_length": 3.0,
+    }  # fmt: skip
+    assert [t["speculative"]["drafts"] for t in run["by_turn"]] == [3, 3]
+
+
+def test_without_speculative_counters_there_is_no_acceptance(fake_server: StartServer) -> None:
+    result = _load_generator.run_benchmark(
+        fake_server().url, MODEL, [session(turns=1)], api_key=API_KEY
+    )
+    [run] = result["scenarios"]
+    assert run["speculative"] is None
+    assert run["by_turn"][0]["speculative"] is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (None, None),
+        ({"queries": 1, "hits": 0}, {"queries": 2, "hits": 1}),
+        # No draft between the reads (a turn with one token each): nothing to divide.
+        ({"drafts": 5, "draft_tokens": 20, "accepted_tokens": 9},) * 2,
+    ],
+)
+def test_no_acceptance_without_counters_or_drafts(before: Any, after: Any) -> None:
+    assert _bench_sessions.speculative_acceptance(before, after) is None
+
+
 @pytest.mark.parametrize(
     ("scenario", "largest"),
     [(session(), 200 + 1200 + 40 + 2 * (60 + _bench_sessions.TOOL_FRAME_TOKENS))],
