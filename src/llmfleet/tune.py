@@ -204,11 +204,24 @@ def measurements(benchmark: dict[str, Any]) -> dict[str, dict[str, float | None]
     }
 
 
+def fewest_sessions(names: list[str]) -> str:
+    """The session scenario with the fewest sessions at once (``sessions_c<N>``; another
+    name counts as none)."""
+
+    def count(name: str) -> int:
+        digits = name.rpartition("_c")[2]
+        return int(digits) if digits.isdigit() else 0
+
+    return min(names, key=count)
+
+
 def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> int | None:
     """The index of the winning point, and each result's ``verdict`` filled in: among the
     points measured without errors, those whose output tokens/s is within ``slack`` of the
-    best at every session count; of those, the lowest TTFT p99 at its worst session count
-    (the earlier point on a tie). None when no point was measured."""
+    best at every session count and whose decode speed (one request's) at the fewest
+    sessions is within ``slack`` of the best, where every point has one; of those, the
+    lowest TTFT p99 at its worst session count (the earlier point on a tie). None when no
+    point was measured."""
     measured = [
         r for r in results
         if r.get("measured") and all(
@@ -225,20 +238,35 @@ def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> in
     best = {
         name: max(r["measured"][name]["output_tokens_per_s"] for r in measured) for name in names
     }
-    eligible = []
+    # What one person at the keyboard feels: the decode speed of a request at the fewest
+    # sessions (speculative decoding's gain), where every point reports it.
+    alone = fewest_sessions(names)
+    decode = [r["measured"][alone].get("decode_tokens_per_s") for r in measured]
+    best_decode = max(decode) if all(decode) else None
+    eligible, decode_slow = [], []
     for result in measured:
         slow = [
             name for name in names
             if result["measured"][name]["output_tokens_per_s"] < (1 - slack) * best[name]
         ]  # fmt: skip
         result["worst_ttft_p99_s"] = max(result["measured"][name]["ttft_p99_s"] for name in names)
+        own_decode = result["measured"][alone].get("decode_tokens_per_s")
         if slow:
             result["verdict"] = (
                 f"output tokens/s more than {slack:.0%} below the best in {', '.join(slow)}"
             )
+        elif best_decode and own_decode < (1 - slack) * best_decode:
+            decode_slow.append(result)
+            result["verdict"] = (
+                f"decode tokens/s of one request more than {slack:.0%} below the best in {alone}"
+            )
         else:
             eligible.append(result)
             result["verdict"] = "eligible"
+    # The fastest decode came with too little throughput: the throughput rule alone decides.
+    for result in decode_slow if not eligible else []:
+        eligible.append(result)
+        result["verdict"] = "eligible"
     winner = min(eligible, key=lambda r: r["worst_ttft_p99_s"])
     winner["verdict"] = "winner"
     return results.index(winner)
