@@ -204,22 +204,16 @@ def measurements(benchmark: dict[str, Any]) -> dict[str, dict[str, float | None]
     }
 
 
-def fewest_sessions(names: list[str]) -> str:
-    """The session scenario with the fewest sessions at once (``sessions_c<N>``; another
-    name counts as none)."""
-
-    def count(name: str) -> int:
-        digits = name.rpartition("_c")[2]
-        return int(digits) if digits.isdigit() else 0
-
-    return min(names, key=count)
+def single_session(names: list[str]) -> str | None:
+    """The session scenario of one session alone (``sessions_c1``), if the sweep has one."""
+    return next((name for name in names if name.rpartition("_c")[2] == "1"), None)
 
 
 def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> int | None:
     """The index of the winning point, and each result's ``verdict`` filled in: among the
     points measured without errors, those whose output tokens/s is within ``slack`` of the
-    best at every session count and whose decode speed (one request's) at the fewest
-    sessions is within ``slack`` of the best, where every point has one; of those, the
+    best at every session count and whose decode speed with one session alone is within
+    ``slack`` of the best, when the sweep measures it; of those, the
     lowest TTFT p99 at its worst session count (the earlier point on a tie). None when no
     point was measured."""
     measured = [
@@ -238,11 +232,11 @@ def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> in
     best = {
         name: max(r["measured"][name]["output_tokens_per_s"] for r in measured) for name in names
     }
-    # What one person at the keyboard feels: the decode speed of a request at the fewest
-    # sessions (speculative decoding's gain), where every point reports it.
-    alone = fewest_sessions(names)
-    decode = [r["measured"][alone].get("decode_tokens_per_s") for r in measured]
-    best_decode = max(decode) if all(decode) else None
+    # What one person at the keyboard feels: the decode speed of a session alone
+    # (speculative decoding's gain), when the sweep measures one and every point reports it.
+    alone = single_session(names)
+    decode = [r["measured"][alone].get("decode_tokens_per_s") for r in measured] if alone else []
+    best_decode = max(decode) if decode and all(decode) else None
     eligible, decode_slow = [], []
     for result in measured:
         slow = [
@@ -250,7 +244,7 @@ def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> in
             if result["measured"][name]["output_tokens_per_s"] < (1 - slack) * best[name]
         ]  # fmt: skip
         result["worst_ttft_p99_s"] = max(result["measured"][name]["ttft_p99_s"] for name in names)
-        own_decode = result["measured"][alone].get("decode_tokens_per_s")
+        own_decode = result["measured"][alone].get("decode_tokens_per_s") if alone else None
         if slow:
             result["verdict"] = (
                 f"output tokens/s more than {slack:.0%} below the best in {', '.join(slow)}"
@@ -258,7 +252,7 @@ def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> in
         elif best_decode and own_decode < (1 - slack) * best_decode:
             decode_slow.append(result)
             result["verdict"] = (
-                f"decode tokens/s of one request more than {slack:.0%} below the best in {alone}"
+                f"decode tokens/s of a session alone more than {slack:.0%} below the best ({alone})"
             )
         else:
             eligible.append(result)

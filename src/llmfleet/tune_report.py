@@ -41,8 +41,8 @@ def render_markdown(sweep: dict[str, Any]) -> str:
         " vLLM accepted (its spec_decode counters).",
         "- Objective: the lowest TTFT p99 at the worst session count, among the points whose"
         f" output tokens/s is within {sweep['throughput_slack']:.0%} of the best at every"
-        " session count and whose decode tok/s at the fewest sessions is within as much of the"
-        " best.",
+        " session count and, with one session alone in the sweep, whose decode tok/s there is"
+        " within as much of the best.",
     ]
     winner = sweep.get("winner")
     if winner is None:
