@@ -357,13 +357,11 @@ benchmark:
           returned: always
           sample: session
         by_turn:
-          description:
-            - Of a V(session) scenario, one entry per turn - C(turn) (from 1), C(ok), C(errors),
-              C(duration_s), C(ttft_s) (the statistics above), C(prompt_tokens_per_request),
-              C(output_tokens_per_s) (over the turn's wall time), and from vLLM's counters
-              C(prefill_cached_tokens), C(prefill_computed_tokens) and
-              C(prefix_cache_hit_ratio) (null when the server has no C(/metrics)), and
-              C(speculative) (see RV(benchmark.scenarios[].speculative)) for the turn.
+          description: Of a V(session) scenario, one entry per turn - C(turn) (from 1), C(ok),
+            C(errors), C(duration_s), C(ttft_s) (statistics as above), C(prompt_tokens_per_request),
+            C(output_tokens_per_s) (over the turn's wall time), and from vLLM's counters
+            C(prefill_cached_tokens), C(prefill_computed_tokens), C(prefix_cache_hit_ratio) (null
+            without C(/metrics)) and the turn's C(speculative).
           type: list
           elements: dict
           returned: session scenarios, unless check mode
@@ -372,17 +370,13 @@ benchmark:
                     prefill_cached_tokens: 44800, prefill_computed_tokens: 2560,
                     prefix_cache_hit_ratio: 0.9459}]
         speculative:
-          description:
-            - Of a V(session) scenario, speculative decoding as vLLM counted it over the
-              scenario (its C(vllm:spec_decode_*) counters) - C(drafts), C(draft_tokens),
-              C(accepted_tokens), C(acceptance_rate) (accepted over proposed tokens) and
-              C(mean_acceptance_length) (tokens per step, 1 + accepted per draft, as vLLM logs
-              it).
-            - Null when the server does not decode speculatively or has no C(/metrics).
+          description: Of a V(session) scenario, vLLM's C(spec_decode) counters over it -
+            C(drafts), C(draft_tokens), C(accepted_tokens), C(acceptance_rate) (accepted over
+            proposed) and C(mean_acceptance_length) (1 + accepted per draft); null without
+            speculative decoding or C(/metrics).
           type: dict
           returned: session scenarios, unless check mode
-          sample: {drafts: 410, draft_tokens: 1640, accepted_tokens: 902, acceptance_rate: 0.55,
-                   mean_acceptance_length: 3.2}
+          sample: {drafts: 410, draft_tokens: 1640, accepted_tokens: 902, acceptance_rate: 0.55}
         session_wall_s:
           description: Of a V(session) scenario, each session's time from its first request sent
             to its last answered; the statistics above.
