@@ -13,11 +13,12 @@ its verdict are kept as JSON, markdown and PNG under ``artifacts/tune``.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import itertools
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -119,14 +120,17 @@ def point_variables(point: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_vllm_filter(root: Path) -> Any:
-    """The collection's vllm filter plugin (plugins/filter/vllm.py), for its checks."""
-    spec = importlib.util.spec_from_file_location(
-        "llmfleet_vllm_filter", root / "plugins/filter/vllm.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The collection's vllm filter plugin (plugins/filter/vllm.py), for its checks. It
+    imports the collection's module_utils as ansible does (``ansible_collections.llmfleet.
+    cluster``): the folder that holds that name for ``root`` goes on ``sys.path`` first (the
+    checkout's ``collections/``; the wheel's site-packages already is)."""
+    for holder in (root / "collections", *root.parents[2:3]):
+        named = holder / "ansible_collections" / "llmfleet" / "cluster"
+        if named.is_dir() and named.resolve() == root.resolve():
+            if str(holder) not in sys.path:
+                sys.path.append(str(holder))
+            break
+    return importlib.import_module("ansible_collections.llmfleet.cluster.plugins.filter.vllm")
 
 
 def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:

@@ -5,8 +5,10 @@ queues requests when max_num_seqs is below the sessions (the lab test runs the r
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -288,3 +290,22 @@ def test_the_cli_refuses_a_bad_grid_before_any_run(monkeypatch: pytest.MonkeyPat
         result.output.split()
     )
     assert "PLAY" not in result.output
+
+
+def test_the_installed_command_reads_the_collections_checks_in_a_process_of_its_own() -> None:
+    """`llmfleet tune` as a user runs it: a process whose sys.path lacks the checkout's
+    collections/ folder (the tests' own has it). The vllm filter imports the collection's
+    module_utils; loaded by its file path it failed with ModuleNotFoundError
+    (ansible_collections.llmfleet) before any grid was checked (found 2026-11-27)."""
+    command = shutil.which("llmfleet")
+    assert command, "the venv's llmfleet command"
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    proc = subprocess.run(
+        [command, "tune", "-i", "inventory/sparks", "--grid", "speculative=off,ngram:x", "--plain"],
+        cwd=ROOT, env={**env, "COLUMNS": "200"}, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert "ModuleNotFoundError" not in output, output[-3000:]
+    assert proc.returncode == 1, output[-3000:]
+    assert "grid key speculative has 'ngram:x'" in " ".join(output.split()), output[-3000:]
