@@ -25,6 +25,27 @@ DECODING_SESSIONS = {
 }  # fmt: skip
 
 
+def tune(lab: Lab, tmp_path: Path, scenario: dict, grid: str, sessions: str) -> tuple[Path, str]:
+    """`llmfleet tune` over a copy of inventory/lab, tmp_path/inventory (the tuned file stays
+    out of the checkout), whose benchmark is ``scenario``: the path of its reports without
+    their suffix, and its output."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventory/lab", inventory)
+    bench = inventory / "group_vars/all/bench.yml"
+    matrix = yaml.safe_load(bench.read_text())
+    matrix["benchmark_scenarios"] = [scenario]
+    bench.write_text(yaml.safe_dump(matrix))
+    proc = lab.run(
+        "llmfleet", "tune", "-i", str(inventory), "--grid", grid, "--sessions", sessions,
+        "--plain", timeout=2400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    print(proc.stdout[proc.stdout.rfind("# Tuning sweep") :])
+    folder = re.search(r"reports in (\S+)", proc.stdout)
+    assert folder, proc.stdout[:2000]
+    return Path(folder.group(1)), proc.stdout
+
+
 # Extended: two vLLM restarts and two session benchmarks (8 minutes of a make test past CI's
 # 90); the sweep's grid, ranking and tuned.yml are unit-tested (tests/unit/cli/test_tune.py),
 # its benchmark is the one tests/lab/test_lab_bench.py runs. make test leaves it out.
@@ -33,36 +54,22 @@ def test_tune_finds_that_more_sequences_serve_the_sessions_better(
     lab: Lab, site, tmp_path: Path
 ) -> None:
     assert site.returncode == 0, site.stdout[-4000:]
-    inventory = tmp_path / "inventory"
-    shutil.copytree(ROOT / "inventory/lab", inventory)
     # Sessions whose turns are mostly decoding: one sequence at a time makes each session
     # wait for the others' whole answers (with the lab's prefill-heavy sessions_c4 the two
     # points came within 10% of each other when the other test worker loaded the machine).
-    bench = inventory / "group_vars/all/bench.yml"
-    matrix = yaml.safe_load(bench.read_text())
-    matrix["benchmark_scenarios"] = [DECODING_SESSIONS]
-    bench.write_text(yaml.safe_dump(matrix))
-    proc = lab.run(
-        "llmfleet", "tune", "-i", str(inventory), "--grid", "max_num_seqs=1,8",
-        "--sessions", "4", "--plain", timeout=2400,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    print(proc.stdout[proc.stdout.rfind("# Tuning sweep") :])
+    reports, output = tune(lab, tmp_path, DECODING_SESSIONS, "max_num_seqs=1,8", "4")
     # The progress bar across the sweep, on the benchmark's waiting task.
-    assert re.search(r"tune \[[#.]{24}\] [12]/2 max_num_seqs=[18]: bench \d/2 ", proc.stdout), (
-        proc.stdout[-4000:]
-    )
-    folder = re.search(r"reports in (\S+)", proc.stdout)
-    assert folder, proc.stdout[:2000]
-    sweep = json.loads(Path(folder.group(1) + ".json").read_text())
+    progress = r"tune \[[#.]{24}\] [12]/2 max_num_seqs=[18]: bench \d/2 "
+    assert re.search(progress, output), output[-4000:]
+    sweep = json.loads(reports.with_suffix(".json").read_text())
     one, eight = sweep["points"]
     assert (one["point"], eight["point"]) == ({"max_num_seqs": 1}, {"max_num_seqs": 8})
     assert sweep["winner"] == 1, json.dumps(sweep["points"], indent=1)
     queued, batched = one["measured"]["sessions_c4"], eight["measured"]["sessions_c4"]
     assert batched["output_tokens_per_s"] > queued["output_tokens_per_s"], sweep["points"]
-    assert Path(folder.group(1) + ".md").read_text().count("**winner**") == 1
-    assert Path(folder.group(1) + ".png").read_bytes().startswith(b"\x89PNG")
-    tuned = yaml.safe_load((inventory / "group_vars/all/tuned.yml").read_text())
+    assert reports.with_suffix(".md").read_text().count("**winner**") == 1
+    assert reports.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+    tuned = yaml.safe_load((tmp_path / "inventory/group_vars/all/tuned.yml").read_text())
     assert tuned == {"llmfleet_tuned_overrides": {"max_num_seqs": 8}}
     for node in ("spark-1", "spark-2"):
         assert "max-num-seqs: 8" in lab.out(node, "cat /etc/llmfleet/vllm/serve.yaml")
@@ -85,25 +92,13 @@ def test_a_speculative_point_is_served_and_vllm_counts_what_it_accepted(
     token accepted (the tiny model repeats itself), 4.7 tokens a step, and yet 35 tokens/s
     against 62 without: on the lab's CPU the verification costs more than it saves."""
     assert site.returncode == 0, site.stdout[-4000:]
-    inventory = tmp_path / "inventory"
-    shutil.copytree(ROOT / "inventory/lab", inventory)
-    bench = inventory / "group_vars/all/bench.yml"
-    matrix = yaml.safe_load(bench.read_text())
-    matrix["benchmark_scenarios"] = [SINGLE_SESSION]
-    bench.write_text(yaml.safe_dump(matrix))
-    proc = lab.run(
-        "llmfleet", "tune", "-i", str(inventory), "--grid", "speculative=off,ngram:4",
-        "--sessions", "1", "--plain", timeout=2400,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    folder = re.search(r"reports in (\S+)", proc.stdout)
-    assert folder, proc.stdout[:2000]
-    sweep = json.loads(Path(folder.group(1) + ".json").read_text())
+    reports, _ = tune(lab, tmp_path, SINGLE_SESSION, "speculative=off,ngram:4", "1")
+    sweep = json.loads(reports.with_suffix(".json").read_text())
     plain, ngram = (point["measured"]["sessions_c1"] for point in sweep["points"])
     assert plain["acceptance_rate"] is None, plain
     assert 0 < ngram["acceptance_rate"] <= 1, ngram
     assert plain["decode_tokens_per_s"] and ngram["decode_tokens_per_s"], sweep["points"]
-    assert "sessions_c1 accepted" in Path(folder.group(1) + ".md").read_text()
+    assert "sessions_c1 accepted" in reports.with_suffix(".md").read_text()
     # The winner is served: speculative decoding or the scripted replies, never both.
     serve = lab.out("spark-1", "cat /etc/llmfleet/vllm/serve.yaml")
     assert ("speculative-config" in serve) != ("ScriptedReplies" in serve), serve

@@ -90,16 +90,18 @@ def test_each_scenario_reports_the_load_of_every_group(fake_server: StartServer)
     assert all(turn["prefix_cache_hit_ratio"] is None for turn in sessions["by_turn"])
 
 
-def test_the_prefix_cache_of_a_run_through_groups_sums_theirs(fake_server: StartServer) -> None:
-    served, idle = fake_server(), fake_server()
-    groups: list[dict[str, Any]] = [
-        {"name": "serving_1", "url": served.url},
-        {"name": "serving_2", "url": idle.url},
-    ]
+def sessions_through(served: FakeLlmServer, other: FakeLlmServer) -> dict[str, Any]:
+    """The session scenario sent to ``served``, the counters read at both groups."""
+    groups = [{"name": "serving_1", "url": served.url}, {"name": "serving_2", "url": other.url}]
     result = _load_generator.run_benchmark(
         served.url, MODEL, [SESSIONS], api_key=API_KEY, groups=groups
     )
-    [sessions] = result["scenarios"]
+    sessions: dict[str, Any] = result["scenarios"][0]
+    return sessions
+
+
+def test_the_prefix_cache_of_a_run_through_groups_sums_theirs(fake_server: StartServer) -> None:
+    sessions = sessions_through(fake_server(), fake_server())
     later = sessions["by_turn"][1]
     assert later["prefix_cache_hit_ratio"] >= 0.9
     assert later["prefill_cached_tokens"] + later["prefill_computed_tokens"] > 0
@@ -108,23 +110,11 @@ def test_the_prefix_cache_of_a_run_through_groups_sums_theirs(fake_server: Start
 def test_speculative_decoding_through_groups_sums_theirs(fake_server: StartServer) -> None:
     """Both groups decode speculatively: their counters are summed like the prefix cache's;
     when one does not, the run reports no acceptance rather than half of one."""
-    served, idle = fake_server(speculative=(4, 3)), fake_server(speculative=(4, 3))
-    groups: list[dict[str, Any]] = [
-        {"name": "serving_1", "url": served.url},
-        {"name": "serving_2", "url": idle.url},
-    ]
-    result = _load_generator.run_benchmark(
-        served.url, MODEL, [SESSIONS], api_key=API_KEY, groups=groups
-    )
-    [sessions] = result["scenarios"]
+    served = fake_server(speculative=(4, 3))
+    sessions = sessions_through(served, fake_server(speculative=(4, 3)))
     assert sessions["speculative"]["acceptance_rate"] == 0.75
     assert sessions["speculative"]["mean_acceptance_length"] == 4.0
-    plain = fake_server()
-    groups[1]["url"] = plain.url
-    result = _load_generator.run_benchmark(
-        served.url, MODEL, [SESSIONS], api_key=API_KEY, groups=groups
-    )
-    assert result["scenarios"][0]["speculative"] is None
+    assert sessions_through(served, fake_server())["speculative"] is None
 
 
 def test_counters_behind_a_gateway_are_read_with_the_key(fake_server: StartServer) -> None:
