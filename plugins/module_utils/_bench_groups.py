@@ -18,6 +18,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions i
     SPECULATIVE_COUNTERS,
     model_counters,
     read_metrics_text,
+    speculative_counters,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import (
     make_ssl_context,
@@ -62,14 +63,12 @@ def parse_group_counters(text, model):
     when the text has none."""
     totals = model_counters(text, model)
     prefix = "prefix_cache_queries" in totals and "prefix_cache_hits" in totals
-    counters = {
+    return {
         "requests": totals.get("request_success", 0.0),
         "queries": totals["prefix_cache_queries"] if prefix else None,
         "hits": totals["prefix_cache_hits"] if prefix else None,
+        **speculative_counters(totals),
     }
-    if all(name in totals for name in SPECULATIVE_COUNTERS.values()):
-        counters.update({key: totals[name] for key, name in SPECULATIVE_COUNTERS.items()})
-    return counters
 
 
 class Groups:

@@ -218,10 +218,19 @@ def parse_prefix_counters(text, model):
     totals = model_counters(text, model)
     if "prefix_cache_queries" not in totals or "prefix_cache_hits" not in totals:
         return None
-    counters = {"queries": totals["prefix_cache_queries"], "hits": totals["prefix_cache_hits"]}
-    if all(name in totals for name in SPECULATIVE_COUNTERS.values()):
-        counters.update({key: totals[name] for key, name in SPECULATIVE_COUNTERS.items()})
-    return counters
+    return {
+        "queries": totals["prefix_cache_queries"],
+        "hits": totals["prefix_cache_hits"],
+        **speculative_counters(totals),
+    }
+
+
+def speculative_counters(totals):
+    """The speculative decoding counters of ``model_counters``' totals, by the names of
+    SPECULATIVE_COUNTERS; {} when the server does not decode speculatively."""
+    if not all(name in totals for name in SPECULATIVE_COUNTERS.values()):
+        return {}
+    return {key: totals[name] for key, name in SPECULATIVE_COUNTERS.items()}
 
 
 def speculative_acceptance(before, after):
@@ -365,7 +374,8 @@ async def run_session_scenario(
         turn_records = await asyncio.gather(*(send(session, turn) for session in sessions))
         duration = clock() - turn_start
         after = await read_counters()
-        first = before if turn == 0 else first
+        if turn == 0:
+            first = before
         last = after
         turns.append(turn_metrics(turn + 1, list(turn_records), duration, before, after))
     result = scenario_metrics(records, clock() - start)

@@ -261,10 +261,11 @@ def choose(results: list[dict[str, Any]], slack: float = THROUGHPUT_SLACK) -> in
         else:
             eligible.append(result)
             result["verdict"] = "eligible"
-    # The fastest decode came with too little throughput: the throughput rule alone decides.
-    for result in decode_slow if not eligible else []:
-        eligible.append(result)
-        result["verdict"] = "eligible"
+    if not eligible:
+        # The fastest decode came with too little throughput: the throughput rule alone decides.
+        eligible = decode_slow
+        for result in eligible:
+            result["verdict"] = "eligible"
     winner = min(eligible, key=lambda r: r["worst_ttft_p99_s"])
     winner["verdict"] = "winner"
     return results.index(winner)
