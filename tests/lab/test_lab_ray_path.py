@@ -165,6 +165,49 @@ def test_a_parser_the_images_vllm_does_not_know_is_refused_by_the_check(ray_lab:
             f"{node}: image localhost/llmfleet-lab/vllm-ray:lab lacks what this launch needs:"
             " vLLM 0.32.0+cpu has no --tool-call-parser hermess (did you mean hermes?"
         ) in output, output[-4000:]
+# DGX OS networking (the lab image's dgx-os-networking/): NetworkManager renders the
+# management port from a netplan file of the system's, under the global renderer of
+# 01-network-manager-all.yaml; our CX7 file names its renderer per device.
+CX7_ADDRESSES = {
+    "spark-1": {"enp1s0f1np1": "192.168.100.11/24", "enP2p1s0f1np1": "192.168.101.11/24"},
+    "spark-2": {"enp1s0f1np1": "192.168.100.12/24", "enP2p1s0f1np1": "192.168.101.12/24"},
+}
+
+
+def assert_dgx_os_networking_intact(lab: Lab, node: str) -> None:
+    """The management port stays NetworkManager's (connected, not networkd's), the CX7 links
+    are networkd's (NetworkManager leaves them) with their addresses, and the system's
+    netplan file is as DGX OS wrote it."""
+    nm = {
+        fields[0]: fields[1:]
+        for fields in (
+            line.split(":")
+            for line in lab.out(node, "nmcli -t -f DEVICE,STATE,CONNECTION device").splitlines()
+        )
+    }
+    assert nm["eth0"] == ["connected", "netplan-eth0"], (node, nm)
+    networkd = {
+        fields[1]: fields[3:]
+        for fields in (
+            line.split() for line in lab.out(node, "networkctl list --no-legend").splitlines()
+        )
+    }
+    assert networkd["eth0"][-1] == "unmanaged", (node, networkd)
+    for netdev, address in CX7_ADDRESSES[node].items():
+        assert nm[netdev][0] == "unmanaged", (node, netdev, nm)
+        assert networkd[netdev][-1] in {"configured", "configuring"}, (node, netdev, networkd)
+        shown = lab.out(node, f"ip -o -4 addr show dev {netdev}")
+        assert f" {address} " in shown, (node, netdev, shown)
+    system_file = lab.out(node, "cat /etc/netplan/01-network-manager-all.yaml")
+    assert "renderer: NetworkManager" in system_file, system_file
+    ours = lab.out(node, "cat /etc/netplan/40-cx7.yaml")
+    assert "\n  renderer:" not in ours and "renderer: networkd" in ours, ours
+    assert "optional: true" in ours, ours
+
+
+def test_dgx_os_networking_is_left_as_it_was_by_the_run(ray_lab: Lab) -> None:
+    for node in ("spark-1", "spark-2"):
+        assert_dgx_os_networking_intact(ray_lab, node)
 
 
 def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
@@ -181,6 +224,8 @@ def test_a_reboot_of_the_ray_worker_node_heals_by_itself(ray_lab: Lab) -> None:
     assert result.http_500_after_heal == 0, result
     assert result.heals, result
     assert chat(lab)["choices"], "no answer"
+    # DGX OS networking came back as it was, the CX7 links with their addresses.
+    assert_dgx_os_networking_intact(lab, "spark-2")
 
 
 def ray_worker_pids(lab: Lab) -> set[str]:
