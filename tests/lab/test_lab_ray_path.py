@@ -165,6 +165,8 @@ def test_a_parser_the_images_vllm_does_not_know_is_refused_by_the_check(ray_lab:
             f"{node}: image localhost/llmfleet-lab/vllm-ray:lab lacks what this launch needs:"
             " vLLM 0.32.0+cpu has no --tool-call-parser hermess (did you mean hermes?"
         ) in output, output[-4000:]
+
+
 # DGX OS networking (the lab image's dgx-os-networking/): NetworkManager renders the
 # management port from a netplan file of the system's, under the global renderer of
 # 01-network-manager-all.yaml; our CX7 file names its renderer per device.
