@@ -12,6 +12,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from llmfleet.lab.orchestration import parse_recap
 
 from .conftest import ROOT, Lab, changed_counts, run_up, vllm_started
@@ -223,6 +225,9 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     assert all(float(held) > 0.5 for *_, held in shown), shown
 
 
+# Extended: the measurement is the site's first run's (the same tasks), and the bare lab's
+# and molecule's fabric tests; only what asks for it differs (147 s of make test).
+@pytest.mark.extended
 def test_tags_verify_measures_the_fabric_again(lab: Lab, site) -> None:
     """Asked for (`--tags verify`), the fabric is proven now, whatever the last result."""
     proc = run_up(lab, "--tags", "verify")
