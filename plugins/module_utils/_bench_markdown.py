@@ -190,6 +190,57 @@ def sessions_section(scenarios, comparison):
     return lines
 
 
+DECODE_COLUMNS = (
+    "sessions",
+    "scenario",
+    "decode tok/s",
+    "TTFT p50 (ms)",
+    "out tok/s",
+    "accepted",
+    "tokens/step",
+)
+
+
+def decode_section(scenarios):
+    """What a Claude Code user feels at one, two, four... sessions at once: each session
+    scenario's decode speed per request (with speculative decoding's acceptance, from
+    vLLM's counters), by its number of sessions (no lines without a session scenario)."""
+    sessions = sorted(
+        (s for s in scenarios if s.get("kind") == "session" and s.get("sessions")),
+        key=lambda s: (s["sessions"], s.get("name") or ""),
+    )
+    if not sessions:
+        return []
+    rows = []
+    for scenario in sessions:
+        speculative = scenario.get("speculative") or {}
+        rows.append(
+            [
+                fmt_count(scenario.get("sessions")),
+                scenario.get("name") or NONE_TEXT,
+                fmt_metric("decode_tokens_per_s", metric_value(scenario, "decode_tokens_per_s")),
+                fmt_metric("ttft_p50", metric_value(scenario, "ttft_p50")),
+                fmt_metric(
+                    "output_tokens_per_s", metric_value(scenario, "output_tokens_per_s")
+                ),
+                _hit(speculative.get("acceptance_rate")),
+                fmt_value(speculative.get("mean_acceptance_length")),
+            ]
+        )
+    lines = [
+        "",
+        "## Decode speed by sessions at once",
+        "",
+        "Decode tok/s: one request's output tokens after the first over its decode time "
+        "(what a user watches stream), over the scenario's requests. Accepted and "
+        "tokens/step: speculative decoding's proposed tokens vLLM accepted, and the tokens "
+        "each step produced (vLLM's own counters; — when it does not decode speculatively).",
+        "",
+    ]
+    lines.extend(_table(DECODE_COLUMNS, rows, ["--:", "---"] + ["--:"] * 5))
+    return lines
+
+
 def groups_section(scenarios):
     """The load each serving group behind a gateway carried, per scenario (no lines for a
     run without groups)."""
@@ -280,6 +331,7 @@ def render_markdown(record):
         lines.append("No scenarios.")
 
     comparison = record.get("comparison") or {}
+    lines.extend(decode_section(scenarios))
     lines.extend(sessions_section(scenarios, comparison))
     lines.extend(groups_section(scenarios))
     if comparison.get("previous"):

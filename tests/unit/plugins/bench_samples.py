@@ -59,10 +59,14 @@ def make_scenario(
 
 
 def make_session_scenario(
-    name: str = "sessions_c4", *, ttft_p99: tuple[float, ...] = (0.9, 0.3, 0.35)
+    name: str = "sessions_c4",
+    *,
+    ttft_p99: tuple[float, ...] = (0.9, 0.3, 0.35),
+    sessions: int = 4,
+    decode_rate: float = 21.2,
 ) -> dict[str, Any]:
-    """A session scenario of 4 sessions, one turn per TTFT p99 given: the first computes the
-    shared prefix, the later ones find it in the prefix cache."""
+    """A session scenario of 4 sessions (or ``sessions``), one turn per TTFT p99 given: the
+    first computes the shared prefix, the later ones find it in the prefix cache."""
     turns = [
         {
             "turn": number,
@@ -78,10 +82,12 @@ def make_session_scenario(
         }
         for number, p99 in enumerate(ttft_p99, start=1)
     ]
-    scenario = make_scenario(name, concurrency=4, requests=4 * len(turns))
+    scenario = make_scenario(
+        name, concurrency=sessions, requests=4 * len(turns), decode_rate=decode_rate
+    )
     scenario.update(
         kind="session",
-        sessions=4,
+        sessions=sessions,
         turns=len(turns),
         by_turn=turns,
         system_tokens=2000,

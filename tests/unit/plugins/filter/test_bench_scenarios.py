@@ -32,9 +32,9 @@ ALL = [
     "prefill_8k",
     "prefill_32k",
 ]
-# Claude Code's sessions: the role's matrix has 4 and 8 of them (the last turn about 20K
-# tokens, and 256 out), the lab's 4 (about 2.4K).
-ALL_DEFAULT = [*ALL, "sessions_c4", "sessions_c8"]
+# Claude Code's sessions: the role's matrix has 1, 2, 4 and 8 of them (the last turn about
+# 20K tokens, and 256 out), the lab's 4 (about 2.4K).
+ALL_DEFAULT = [*ALL, "sessions_c1", "sessions_c2", "sessions_c4", "sessions_c8"]
 ALL_LAB = [*ALL, "sessions_c4"]
 SHORT = ["warmup", "short_c4", "short_c8", "sweep_c1", "sweep_c64", "sweep_c256", "prefill_1k"]
 UNKNOWN = 2147483647  # the role's context when the model card has no max_model_len

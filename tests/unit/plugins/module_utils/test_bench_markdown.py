@@ -182,6 +182,29 @@ def test_markdown_shows_each_session_scenario_turn_by_turn_against_the_previous_
     )
 
 
+def test_markdown_shows_decode_speed_by_sessions_at_once_with_speculative_acceptance() -> None:
+    bench = make_benchmark()
+    alone = make_session_scenario("sessions_c1", sessions=1, decode_rate=48.5)
+    alone["speculative"] = {
+        "drafts": 26,
+        "draft_tokens": 104,
+        "accepted_tokens": 96,
+        "acceptance_rate": 0.9231,
+        "mean_acceptance_length": 4.692,
+    }
+    bench["scenarios"] += [make_session_scenario(decode_rate=30.25), alone]
+    markdown = _bench_markdown.render_markdown(_bench_record.build_record(bench))
+    assert "## Decode speed by sessions at once" in markdown
+    # By number of sessions, whatever the scenarios' order; no speculative counters: —.
+    assert _table_rows(markdown, "| sessions | scenario |") == [
+        ["1", "sessions_c1", "48.5", "212", "78.4", "92.3%", "4.692"],
+        ["4", "sessions_c4", "30.2", "212", "78.4", "—", "—"],
+    ]
+    assert "Decode speed" not in _bench_markdown.render_markdown(
+        _bench_record.build_record(make_benchmark())
+    )
+
+
 def test_markdown_shows_the_load_of_each_serving_group() -> None:
     bench = make_benchmark()
     short = bench["scenarios"][1]
