@@ -71,8 +71,13 @@ def _link_flap(lab: Lab) -> float:
 
 def _kill_ray_head(lab: Lab) -> float:
     if lab.on_ray_containers:
-        # The head's container, and vLLM with it: Docker starts it again (restart always).
-        lab.sh("spark-1", f"docker kill --signal KILL {RAY_CONTAINER}")
+        # The head's container, and vLLM with it, as a crash or the kernel's OOM kill ends
+        # it: its main process killed, so that Docker starts it again (restart always).
+        # `docker kill` would be a person's stop, which Docker's restart policy respects.
+        lab.sh(
+            "spark-1",
+            f"kill -KILL $(docker inspect --format '{{{{.State.Pid}}}}' {RAY_CONTAINER})",
+        )
     else:
         lab.sh("spark-1", "systemctl kill --signal=KILL llmfleet-ray")
     return time.time()

@@ -53,9 +53,16 @@ def test_in_ray_unit_stops_vllm_inside_the_container_and_checks_before_each_star
     unit = directives(rendered / f"in-ray-{engine}.service")
     assert "pkill" not in text
     # The same command before each start and after each stop, never with "-" (its failure
-    # fails the unit).
-    assert unit["ExecStartPre"] == unit["ExecStopPost"]
-    argv = shlex.split(unit["ExecStartPre"][0])
+    # fails the unit); then, before vLLM starts, every node of the group in the Ray cluster,
+    # asked inside the head's container (the head's address, Ray's port).
+    stop, wait = unit["ExecStartPre"]
+    assert [stop] == unit["ExecStopPost"]
+    assert shlex.split(wait) == [
+        "/usr/local/sbin/llmfleet-vllm-ray-wait", "--nodes", "2", "--timeout", "180", "--",
+        f"/usr/bin/{engine}", "exec", "llmfleet-ray", "ray", "status", "--address",
+        "10.0.0.1:6379",
+    ]  # fmt: skip
+    argv = shlex.split(stop)
     assert argv[0] == STOP
     pairs = list(zip(argv[1::2], argv[2::2], strict=True))
     assert pairs == [
@@ -71,7 +78,8 @@ def test_in_ray_unit_stops_vllm_inside_the_container_and_checks_before_each_star
     # systemd waits for the script, which escalates itself after vllm_server_stop_timeout
     # (45), then waits up to 30 s for the killed processes and 10 s for the port.
     assert int(unit["TimeoutStopSec"][0]) >= 45 + 30 + 10
-    assert int(unit["TimeoutStartSec"][0]) >= 45 + 30 + 10
+    # The stop's budget, then the wait for the Ray cluster (vllm_server_ray_wait_timeout).
+    assert int(unit["TimeoutStartSec"][0]) >= 45 + 30 + 10 + 180
 
 
 def test_a_vllm_container_stops_with_the_timeout_and_restarts_only_on_a_free_port() -> None:
