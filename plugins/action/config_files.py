@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 
-# _template_vars: the variables ansible.builtin.template adds (ansible_managed, template_path).
-from ansible._internal._templating import _template_vars
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 from ansible.utils.vars import merge_hash
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._ansible_internals import (
+    template_vars,
+)
 
 MODULE = "llmfleet.cluster.config_files"
 
@@ -32,13 +33,13 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"{dest}: {error}") from error
         template_data = trust_as_template(self._loader.get_text_file_contents(source))
         searchpath = list(task_vars.get("ansible_search_path", []))
-        searchpath.extend([self._loader._basedir, os.path.dirname(source)])
+        searchpath.extend([self._loader.get_basedir(), os.path.dirname(source)])
         searchpath = [
             path for base in searchpath for path in (os.path.join(base, "templates"), base)
         ]
         variables = task_vars.copy()
         variables.update(
-            _template_vars.generate_ansible_template_vars(
+            template_vars(
                 path=src,
                 fullpath=source,
                 dest_path=dest,

@@ -220,9 +220,7 @@ def decode_section(scenarios):
                 scenario.get("name") or NONE_TEXT,
                 fmt_metric("decode_tokens_per_s", metric_value(scenario, "decode_tokens_per_s")),
                 fmt_metric("ttft_p50", metric_value(scenario, "ttft_p50")),
-                fmt_metric(
-                    "output_tokens_per_s", metric_value(scenario, "output_tokens_per_s")
-                ),
+                fmt_metric("output_tokens_per_s", metric_value(scenario, "output_tokens_per_s")),
                 _hit(speculative.get("acceptance_rate")),
                 fmt_value(speculative.get("mean_acceptance_length")),
             ]

@@ -1,7 +1,12 @@
 """How this machine runs a long-lived command on an inventory's host by itself (``llmfleet logs
 --follow`` streams ``journalctl -f``): the host's SSH settings as Ansible resolves them from the
 inventory (address, port, user, key, extra SSH arguments, sudo), turned into an ``ssh`` command
-line. Ansible cannot stream a command's output while it runs; ssh can."""
+line. Ansible cannot stream a command's output while it runs; ssh can.
+
+The CLI's one seam onto ansible-core's Python API (InventoryManager, VariableManager,
+DataLoader, Templar: no public plugin API, tested with the ansible-core that pyproject.toml
+pins); the collection's plugins have theirs in plugins/plugin_utils/_ansible_internals.py
+(tests/quality/test_gates.py holds both)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tarfile
 from pathlib import Path
@@ -111,6 +112,29 @@ def test_collection_builds(tmp_path: Path) -> None:
 # emulators stand in for whole vendor tools (perftest, nvidia-smi) and are exempt.
 MAX_LINES = 450
 EMULATORS = ROOT / "src/llmfleet/lab/assets/image/emulators"
+
+
+# ansible-core's modules that are no public plugin API, and the one file each side may import
+# them in (issue 37: one seam, with a clear error when an ansible-core lacks them).
+PRIVATE_ANSIBLE = re.compile(
+    r"^\s*(?:from|import)\s+ansible\.(?:_internal|inventory\.manager|vars\.manager"
+    r"|parsing\.dataloader|executor|playbook|galaxy)\b"
+    r"|^\s*from\s+ansible\.template\s+import\s+.*\bTemplar\b",
+    re.MULTILINE,
+)
+ANSIBLE_SEAMS = {
+    "plugins/plugin_utils/_ansible_internals.py",  # the collection's plugins
+    "src/llmfleet/host_access.py",  # the CLI: the inventory as ansible-playbook reads it
+}
+
+
+def test_ansible_cores_private_modules_are_imported_only_in_the_seams() -> None:
+    importing = {
+        str(path.relative_to(ROOT))
+        for path in [*ROOT.glob("plugins/**/*.py"), *ROOT.glob("src/llmfleet/**/*.py")]
+        if PRIVATE_ANSIBLE.search(path.read_text(encoding="utf-8"))
+    }
+    assert importing == ANSIBLE_SEAMS
 
 
 def test_no_plugin_or_cli_file_is_oversized() -> None:
