@@ -14,7 +14,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.release import __version__ as ANSIBLE_CORE_VERSION
 
-try:  # ansible-core 2.19 and 2.20: where ansible.builtin.template takes them from.
+try:  # ansible-core 2.19 (meta/runtime.yml): where ansible.builtin.template takes them from.
     from ansible._internal._templating._template_vars import generate_ansible_template_vars
 except ImportError:  # pragma: no cover - only on an ansible-core this collection does not support
     generate_ansible_template_vars = None
