@@ -35,6 +35,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     # vLLM in Docker, then natively (the role retires the container), benchmarked, then
     # scraped by monitoring.
     "serving": ("vllm_server", "benchmark", "monitoring"),
+    # Ray's containers in Podman, the engine a user may pick instead of Docker.
+    "podman": ("ray_node_podman",),
 }
 # Groups whose scenarios make test leaves out (pytest -m extended runs them): the serving
 # group's roles are served, benchmarked and scraped by the test lab's own tests too (site,
@@ -42,7 +44,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # clients group's (7 minutes) are converged by the test lab's site run and driven by
 # test_lab_clients (Claude Code's agent loop, claude-code-router, preflight), mlx_server's
 # files and commands by tests/unit/roles/test_macos_*.
-EXTENDED_GROUPS = frozenset({"serving", "clients"})
+# The podman group's Ray cluster runs through gpu_container's Podman launch, which the fabric
+# group's gpu_container scenario converges and verifies in make test; Ray's own settings in
+# it (4 minutes: the runtime image imported in each node's Podman) run here.
+EXTENDED_GROUPS = frozenset({"serving", "clients", "podman"})
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 CASES = [(group, scenario) for group, members in GROUPS.items() for scenario in members]
 

@@ -1,4 +1,6 @@
-"""A two-node Ray cluster in Docker whose workers inherit the fabric environment."""
+"""A two-node Ray cluster in containers whose workers inherit the fabric environment: in
+Docker (scenario ray_node, as the Spark sample runs it) or in Podman (ray_node_podman), the
+engine each node's container is found in."""
 
 from __future__ import annotations
 
@@ -26,8 +28,16 @@ print(json.dumps({
 """
 
 
+def engine(host) -> str:
+    """The engine that runs the node's Ray container."""
+    for name in ("docker", "podman"):
+        if host.run(f"{name} container inspect llmfleet-ray").rc == 0:
+            return name
+    raise AssertionError("no llmfleet-ray container in Docker or Podman")
+
+
 def inspect(host) -> dict:
-    return json.loads(host.check_output("docker inspect llmfleet-ray"))[0]
+    return json.loads(host.check_output(f"{engine(host)} inspect llmfleet-ray"))[0]
 
 
 def test_container_is_supervised_and_never_removed(host) -> None:
@@ -36,7 +46,10 @@ def test_container_is_supervised_and_never_removed(host) -> None:
     assert info["HostConfig"]["RestartPolicy"]["Name"] == "always"
     assert info["HostConfig"]["AutoRemove"] is False
     assert info["HostConfig"]["NetworkMode"] == "host"
-    assert info["HostConfig"]["ShmSize"] == 1 << 30
+    if engine(host) == "docker":
+        assert info["HostConfig"]["ShmSize"] == 1 << 30
+    else:  # Podman shares the host's /dev/shm (it refuses a size with the host's IPC)
+        assert info["HostConfig"]["IpcMode"] == "host"
     args = info["Args"]
     name = host.backend.get_hostname()
     assert args[args.index("--node-ip-address") + 1] == ADDRESS[name]
@@ -64,7 +77,9 @@ def test_environment_is_given_at_creation(host) -> None:
 def test_ray_workers_on_both_nodes_inherit_the_fabric_environment(host) -> None:
     if host.backend.get_hostname() != HEAD:
         return
-    out = host.check_output("printf '%%s' %s | docker exec -i llmfleet-ray python -", PROBE)
+    out = host.check_output(
+        "printf '%%s' %s | %s exec -i llmfleet-ray python -", PROBE, engine(host)
+    )
     result = json.loads(out.splitlines()[-1])
     assert result["nodes"] == ["192.168.100.11", "192.168.100.12"]
     assert result["object_store"] == [536870912.0, 536870912.0]
