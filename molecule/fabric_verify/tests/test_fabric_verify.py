@@ -30,6 +30,11 @@ def test_link_at_200g_and_jumbo_path_to_peer(host, netdev: str) -> None:
     assert host.run(f"ping -c 1 -W 2 -M do -s 8973 -I {netdev} {subnet}.{peer}").rc != 0
 
 
+# The node's own netplan files, as DGX OS has its own (the management port's, which the lab
+# writes at boot, and the global NetworkManager renderer's): not ours.
+SYSTEM_NETPLAN = ["00-llmfleet-lab-management.yaml", "01-network-manager-all.yaml"]
+
+
 def test_verification_left_the_host_as_it_was(host) -> None:
-    # fabric_verify only reads: no netplan or sysctl file besides cx7_network's
-    assert host.run("ls /etc/netplan").stdout.split() == ["40-cx7.yaml"]
+    # fabric_verify only reads: no netplan file besides the system's and cx7_network's
+    assert host.run("ls /etc/netplan").stdout.split() == [*SYSTEM_NETPLAN, "40-cx7.yaml"]
