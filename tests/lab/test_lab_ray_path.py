@@ -13,8 +13,8 @@ refused by the check, a reboot of spark-2 heals by itself, then day two in
 one run and one stop: a configuration change restarts the whole group, a vLLM that ignores
 SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Then
 `llmfleet upgrade` of the image (Ray's containers', vLLM's in the head's): one whose vLLM
-refuses its arguments is rolled back by itself, a good one sticks through the benchmark gate
-and the images beyond the last ones that served go. Its Claude Code, RDMA and benchmark
+refuses its arguments is rolled back by itself; with -m extended, a good one sticks through
+the benchmark gate and the images beyond the last ones that served go. Its Claude Code, RDMA and benchmark
 results go to folders of their own, as the gateway lab's do.
 """
 
@@ -438,6 +438,11 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(images: Lab) -> None:
     assert chat(lab)["choices"], "no answer"
 
 
+# Extended (159 s of make test's longest worker): the upgrade's recreate of Ray's containers,
+# their wait and the history are walked by the broken image's test (to the new image and back),
+# the gate's pass and the upgrade that sticks by test_lab_upgrade's model revision; the
+# pruning of images that never served (filter images_to_prune) by its unit tests.
+@pytest.mark.extended
 def test_an_upgrade_to_a_good_image_sticks(images: Lab) -> None:
     lab = images
     # The same vLLM in both images: a wide allowance, the gate only has to run and pass.
