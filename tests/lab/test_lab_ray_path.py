@@ -14,8 +14,8 @@ one run and one stop: a configuration change restarts the whole group, a vLLM th
 SIGTERM is killed, and the GID index vLLM starts with follows a GID table that moved. Then
 `llmfleet upgrade` of the image (Ray's containers', vLLM's in the head's): one whose vLLM
 refuses its arguments is rolled back by itself; with -m extended, a good one sticks through
-the benchmark gate and the images beyond the last ones that served go. Its Claude Code, RDMA and benchmark
-results go to folders of their own, as the gateway lab's do.
+the benchmark gate and the images beyond the last ones that served go. Its Claude Code,
+RDMA and benchmark results go to folders of their own, as the gateway lab's do.
 """
 
 from __future__ import annotations
