@@ -46,7 +46,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # files and commands by tests/unit/roles/test_macos_*.
 # The podman group's Ray cluster runs through gpu_container's Podman launch, which the fabric
 # group's gpu_container scenario converges and verifies in make test; Ray's own settings in
-# it (4 minutes: the runtime image imported in each node's Podman) run here.
+# it (2 minutes: the runtime image imported in each node's Podman) run here.
 EXTENDED_GROUPS = frozenset({"serving", "clients", "podman"})
 SCENARIOS = sorted(p.parent.name for p in (ROOT / "molecule").glob("*/molecule.yml"))
 CASES = [(group, scenario) for group, members in GROUPS.items() for scenario in members]
