@@ -28,12 +28,23 @@ print(json.dumps({
 """
 
 
+ENGINES: dict[str, str] = {}
+
+
 def engine(host) -> str:
-    """The engine that runs the node's Ray container."""
-    for name in ("docker", "podman"):
-        if host.run(f"{name} container inspect llmfleet-ray").rc == 0:
-            return name
-    raise AssertionError("no llmfleet-ray container in Docker or Podman")
+    """The engine that runs the node's Ray container (looked for once per node)."""
+    name = host.backend.get_hostname()
+    if name not in ENGINES:
+        ENGINES[name] = next(
+            (
+                e
+                for e in ("docker", "podman")
+                if host.run(f"{e} container inspect llmfleet-ray").rc == 0
+            ),
+            "",
+        )
+    assert ENGINES[name], f"{name}: no llmfleet-ray container in Docker or Podman"
+    return ENGINES[name]
 
 
 def inspect(host) -> dict:
