@@ -110,15 +110,16 @@ class Lab:
         )
 
 
-# What a run may change on a node: files under /etc that roles write, units, swap, links,
-# addresses, containers. Two equal snapshots mean the node was left as it was.
+# What a run may change on a node: files under /etc that roles write, units, links,
+# addresses, containers. Two equal snapshots mean the node was left as it was. Not swap:
+# /proc/swaps is the kernel's, shared by every lab on this machine, so another lab's test (the
+# doctor's swap case) shows in it; preflight's swap task is covered by its molecule scenario.
 SNAPSHOT = r"""
 sha256sum /etc/fstab /etc/netplan/* 2>/dev/null | sort
 find /etc/llmfleet /etc/sysctl.d /etc/default /etc/systemd/system /usr/local/sbin -xdev \
     -type f -exec sha256sum {} + 2>/dev/null | sort
 systemctl list-unit-files --no-legend 'llmfleet*' | sort
 systemctl list-units --all --plain --no-legend 'llmfleet*' | awk '{print $1, $3}' | sort
-swapon --show --noheadings
 ip -o link show | awk '{print $2, $4, $5}'
 ip -o addr show | awk '{print $2, $3, $4}'
 (docker ps -a --format '{{.Names}} {{.ID}}' 2>/dev/null

@@ -24,13 +24,14 @@ COUNTERS = "/run/llmfleet-lab/sysfs/class/infiniband/rocep1s0f1/ports/1/counters
 
 
 def curl(lab: Lab, path: str, *headers: str, body: dict | None = None) -> tuple[int, str]:
-    """HTTP status and body of a request to spark-1's API, from spark-1."""
+    """HTTP status and body of a request to spark-1's API, from spark-1; status 0 when nothing
+    answers (curl's 000: a rank that exits or restarts refuses the connection)."""
     cmd = "curl -s -m 300 -w '\\n%{http_code}'"
     for header in headers:
         cmd += f" -H '{header}'"
     if body is not None:
         cmd += f" -H 'content-type: application/json' -d '{json.dumps(body)}'"
-    out = lab.out("spark-1", f"{cmd} http://127.0.0.1:8000{path}", timeout=330)
+    out = lab.sh("spark-1", f"{cmd} http://127.0.0.1:8000{path}", check=False, timeout=330).stdout
     text, _, code = out.rpartition("\n")
     return int(code), text
 
