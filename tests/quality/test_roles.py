@@ -117,3 +117,35 @@ def test_example_plays_pass_the_syntax_check(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def _vars_blocks(node: object) -> list[dict]:
+    """Every `vars:` mapping in a playbook's YAML (plays, tasks, role entries)."""
+    found: list[dict] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("vars"), dict):
+            found.append(node["vars"])
+        for value in node.values():
+            found += _vars_blocks(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _vars_blocks(value)
+    return found
+
+
+def test_the_launch_is_defined_once_and_no_play_sets_it_by_hand() -> None:
+    """The role variables of a launch (vllm_server_topology, model_weights_hosts, Ray's nodes,
+    the firewall's API ports...) come from playbooks/vars/topology.yml alone: a play that set
+    one again would let the run, its validation, plan, upgrade, status and doctor disagree."""
+    topology = yaml.safe_load((ROOT / "playbooks/vars/topology.yml").read_text())
+    launch = {name for name in topology if not name.startswith("__")}
+    assert {"vllm_server_topology", "vllm_server_nodes", "model_weights_hosts"} <= launch
+    set_by_hand = {
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in [ROOT / "site.yml", *sorted((ROOT / "playbooks").rglob("*.yml"))]
+        if path.parent.name != "vars"
+        for block in _vars_blocks(yaml.safe_load(path.read_text()))
+        for name in block
+        if name in launch
+    }
+    assert not set_by_hand
