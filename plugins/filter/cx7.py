@@ -35,6 +35,14 @@ def cx7_netdevs(ports, halves="both"):
     return [netdev for port in _ports(ports) for netdev, _device in CX7_HALVES[port][:count]]
 
 
+def cx7_fabric_interface(interface, ports):
+    """The interface a role binds to on the fabric: the one set, else the first half of the
+    first of the given CX7 ports (what NCCL, Gloo, Ray, vLLM and the weights' copy share)."""
+    if interface:
+        return interface
+    return cx7_netdevs(ports, "first")[0]
+
+
 def cx7_rdma_device(netdev):
     """The RDMA device backing a CX7 netdev (``enp1s0f1np1`` -> ``rocep1s0f1``)."""
     for pair in CX7_HALVES.values():
@@ -95,6 +103,7 @@ class FilterModule:
     def filters(self):
         return {
             "cx7_netdevs": cx7_netdevs,
+            "cx7_fabric_interface": cx7_fabric_interface,
             "cx7_rdma_device": cx7_rdma_device,
             "cx7_interfaces": cx7_interfaces,
             "cx7_drift": cx7_drift,

@@ -1,6 +1,7 @@
 """One setting for the fabric interface: llmfleet_fabric_interface is what nccl_env,
-ray_node and vllm_server bind to; unset, all three take the first half of the first
-fabric port; a role's own variable still wins for that role alone."""
+ray_node, vllm_server and model_weights' copy bind to; unset, all four take the first half
+of the first fabric port (filter cx7_fabric_interface); a role's own variable still wins for
+that role alone."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from tests.unit.roles.localhost_play import play_on_localhost
 
 HERE = Path(__file__).parent
-ROLES = ("nccl_env", "ray_node", "vllm_server")
+ROLES = ("nccl_env", "ray_node", "vllm_server", "model_weights")
 
 
 def resolve(tmp_path: Path, **inventory: Any) -> dict[str, str]:
@@ -30,7 +31,7 @@ def test_unset_every_role_takes_the_first_half_of_the_first_port(tmp_path: Path)
     assert resolve(tmp_path, llmfleet_fabric_ports=[1]) == dict.fromkeys(ROLES, "enp1s0f1np1")
 
 
-def test_one_setting_moves_all_three(tmp_path: Path) -> None:
+def test_one_setting_moves_all_four(tmp_path: Path) -> None:
     resolved = resolve(
         tmp_path, llmfleet_fabric_ports=[1], llmfleet_fabric_interface="enP2p1s0f1np1"
     )
@@ -43,6 +44,7 @@ def test_one_setting_moves_all_three(tmp_path: Path) -> None:
         ("nccl_env", "nccl_env_interface"),
         ("ray_node", "ray_node_interface"),
         ("vllm_server", "vllm_server_fabric_interface"),
+        ("model_weights", "model_weights_copy_interface"),
     ],
 )
 def test_a_role_variable_still_wins_for_its_role(tmp_path: Path, role: str, variable: str) -> None:

@@ -7,6 +7,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.cx7 import (
     CX7_NETDEV_PATTERN,
     FilterModule,
+    cx7_fabric_interface,
     cx7_interfaces,
     cx7_netdevs,
     cx7_rdma_device,
@@ -30,6 +31,26 @@ def test_cx7_netdevs(ports: list[int], halves: str, expected: list[str]) -> None
 def test_cx7_netdevs_rejects_bad_ports(ports: object) -> None:
     with pytest.raises(AnsibleFilterError):
         cx7_netdevs(ports)
+
+
+@pytest.mark.parametrize(
+    ("interface", "ports", "expected"),
+    [
+        ("", [1], "enp1s0f1np1"),
+        (None, [0, 1], "enp1s0f0np0"),
+        ("enP2p1s0f1np1", [1], "enP2p1s0f1np1"),
+        ("eth1", [1], "eth1"),
+    ],
+)
+def test_cx7_fabric_interface_is_the_one_set_else_the_first_half_of_the_first_port(
+    interface: str | None, ports: list[int], expected: str
+) -> None:
+    assert cx7_fabric_interface(interface, ports) == expected
+
+
+def test_cx7_fabric_interface_unset_with_no_port_is_refused() -> None:
+    with pytest.raises(AnsibleFilterError, match="non-empty list"):
+        cx7_fabric_interface("", [])
 
 
 @pytest.mark.parametrize(
@@ -97,6 +118,7 @@ def test_registered_name() -> None:
 def test_registered() -> None:
     assert set(FilterModule().filters()) == {
         "cx7_netdevs",
+        "cx7_fabric_interface",
         "cx7_rdma_device",
         "cx7_interfaces",
         "cx7_drift",
