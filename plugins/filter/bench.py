@@ -1,9 +1,11 @@
-"""Filters over whole benchmark runs: how a run fell behind an earlier one, and a run in
-one line (the upgrade's benchmark gate)."""
+"""Filters over whole benchmark runs: how a run fell behind an earlier one, a run in one
+line (the upgrade's benchmark gate), and llama-benchy's run beside ours (its plan, its
+results)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _bench_llama_benchy
 from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_gate import (
     headline,
     regressions,
@@ -32,8 +34,33 @@ def bench_headline(benchmark):
     return headline(benchmark)
 
 
+def bench_llama_benchy_plan(profile, max_model_len):
+    """A llama-benchy profile fitted to the served context: the profile with the depths that
+    fit, those left out, the requests it sends and llama-benchy's options for it; or, for a
+    profile that cannot run, why (``problems``) and nothing else."""
+    problems = _bench_llama_benchy.profile_problems(profile)
+    if problems:
+        return {"problems": problems, "profile": None, "left_out": [], "requests": 0, "argv": []}
+    try:
+        fitted = _bench_llama_benchy.plan(profile, int(max_model_len))
+    except (TypeError, ValueError) as error:
+        raise AnsibleFilterError(str(error)) from error
+    return dict(fitted, problems=[], argv=_bench_llama_benchy.arguments(fitted["profile"]))
+
+
+def bench_llama_benchy_summary(results, fitted=None):
+    """What the report keeps of llama-benchy's JSON results: version, profile, one row per
+    measured test."""
+    return _bench_llama_benchy.summary(results, fitted)
+
+
 class FilterModule:
     """Benchmark run filters."""
 
     def filters(self):
-        return {"bench_regressions": bench_regressions, "bench_headline": bench_headline}
+        return {
+            "bench_regressions": bench_regressions,
+            "bench_headline": bench_headline,
+            "bench_llama_benchy_plan": bench_llama_benchy_plan,
+            "bench_llama_benchy_summary": bench_llama_benchy_summary,
+        }

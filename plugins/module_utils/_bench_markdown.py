@@ -239,6 +239,65 @@ def decode_section(scenarios):
     return lines
 
 
+LLAMA_BENCHY_COLUMNS = (
+    "depth",
+    "at once",
+    "prompt",
+    "output",
+    "pp tok/s",
+    "tg tok/s",
+    "tg tok/s each",
+    "peak tok/s",
+    "TTFR ms",
+    "e2e TTFT ms",
+)
+
+
+def _seconds(ms):
+    ms = finite_number(ms)
+    return None if ms is None else ms / 1000.0
+
+
+def llama_benchy_section(community):
+    """llama-benchy's run (the community's suite, as Spark Arena publishes its GB10 numbers):
+    its profile and one row per test, beside our own tables."""
+    community = community if isinstance(community, dict) else {}
+    lines = [
+        "",
+        "## llama-benchy (the community's suite)",
+        "",
+        "llama-benchy {0}, latency mode {1}. Its numbers are comparable with published ones "
+        "run with the same profile (Spark Arena's GB10 results): pp tok/s is prefill speed, "
+        "tg tok/s generation speed of all requests at once, tg tok/s each one request's. "
+        "TTFR and e2e TTFT are llama-benchy's times to the first response and first "
+        "token.".format(
+            fmt_value(community.get("version")), fmt_value(community.get("latency_mode"))
+        ),
+        "",
+        "- Profile: {0}".format(fmt_value(community.get("profile"))),
+    ]
+    if community.get("left_out_depths"):
+        lines.append(
+            "- Depths left out (do not fit the served context): {0}".format(
+                ", ".join(str(d) for d in community["left_out_depths"])
+            )
+        )
+    lines.append("")
+    rows = [
+        [fmt_count(row.get("depth")), fmt_count(row.get("concurrency")),
+         fmt_count(row.get("prompt_tokens")), fmt_count(row.get("output_tokens")),
+         fmt_rate(row.get("pp_tps")), fmt_rate(row.get("tg_tps")),
+         fmt_rate(row.get("tg_tps_per_request")), fmt_rate(row.get("peak_tps")),
+         fmt_ms(_seconds(row.get("ttfr_ms"))), fmt_ms(_seconds(row.get("e2e_ttft_ms")))]
+        for row in community.get("rows") or [] if isinstance(row, dict)
+    ]  # fmt: skip
+    if rows:
+        lines.extend(_table(LLAMA_BENCHY_COLUMNS, rows, ["--:"] * len(LLAMA_BENCHY_COLUMNS)))
+    else:
+        lines.append("No test measured.")
+    return lines
+
+
 def groups_section(scenarios):
     """The load each serving group behind a gateway carried, per scenario (no lines for a
     run without groups)."""
@@ -357,8 +416,18 @@ def render_markdown(record):
         else:
             lines.append("No scenario of this run was measured in the previous run.")
 
+    lines.extend(other_sections(record))
+    return "\n".join(lines) + "\n"
+
+
+def other_sections(record):
+    """The record's other sections: llama-benchy's run as its table, any other as a key/value
+    table."""
+    lines = []
+    if "llama_benchy" in record:
+        lines.extend(llama_benchy_section(record["llama_benchy"]))
     for key, value in record.items():
-        if key in RESERVED_KEYS:
+        if key in RESERVED_KEYS or key == "llama_benchy":
             continue
         lines.extend(["", "## {0}".format(key), ""])
         items = flatten(value) if isinstance(value, dict) else [("value", value)]
@@ -366,4 +435,4 @@ def render_markdown(record):
             lines.append("Nothing recorded.")
             continue
         lines.extend(_table(["key", "value"], [[k, fmt_value(v)] for k, v in items]))
-    return "\n".join(lines) + "\n"
+    return lines

@@ -262,17 +262,28 @@ def bench(  # noqa: PLR0917 - typer maps parameters to options
     plain: PlainOption = False,
     artifacts: ArtifactsOption = None,
     as_json: JsonOption = False,
+    llama_benchy: Annotated[
+        bool,
+        typer.Option(
+            "--llama-benchy",
+            help="Also run the community's suite, llama-benchy, with Spark Arena's profile "
+            "(benchmark_llama_benchy_profile); its results go in the same report.",
+        ),
+    ] = False,
 ) -> None:
     """Benchmark the served endpoint."""
     root = _root()
     with tempfile.TemporaryDirectory(prefix="llmfleet-bench-") as tmp:
         progress_file = Path(tmp) / "progress.json"
+        ours = [f"benchmark_progress_file={progress_file}"]
+        if llama_benchy:
+            ours.append('{"benchmark_llama_benchy": true}')
         _run(
             _playbook_path(root, "bench"),
             inventory,
             root=root,
             # Ours first: the user's -e still wins.
-            extra_vars=[f"benchmark_progress_file={progress_file}", *(extra_vars or [])],
+            extra_vars=[*ours, *(extra_vars or [])],
             verbose=verbose,
             plain=plain,
             status=lambda: progress_line(progress_file),

@@ -276,6 +276,38 @@ def against_the_server(lab: Lab, tool: Callable[[], dict[str, float]]) -> dict[s
     }
 
 
+# Extended: llama-benchy's install (transformers, about 2 minutes on a fresh machine) and
+# its run; make test leaves it out to stay within CI's time. The runner's handling of the
+# keys, the book and the progress, and the report's table, are unit-tested.
+@pytest.mark.extended
+def test_llama_benchy_runs_beside_ours_into_the_same_report(lab: Lab, site, tmp_path: Path) -> None:
+    """`llmfleet bench --llama-benchy`: the community's tool, installed in its own
+    virtualenv, runs the lab's scaled Spark Arena profile after our matrix, with the tiny
+    model's tokenizer from the lab's Hub and a local book; its rows are in the same report,
+    its progress is shown, and the keys stay out of the output."""
+    run = bench(lab, tmp_path, "-e", SMALL_MATRIX, "--llama-benchy")
+    assert run.returncode == 0, run.stdout[-6000:]
+    [record] = records(tmp_path)
+    community = record["llama_benchy"]
+    assert community["version"] == "0.4.0"
+    # Depths 0 and 1024 at 1 and 2 requests at once (inventory/lab/group_vars/all/bench.yml).
+    rows = community["rows"]
+    assert [(r["depth"], r["concurrency"]) for r in rows] == [(0, 1), (0, 2), (1024, 1), (1024, 2)]
+    assert all(r["tg_tps"] > 0 and r["pp_tps"] > 0 and r["runs"] == 2 for r in rows), rows
+    # With prefix caching, the measured prompt after a loaded context is prefilled faster
+    # than the same prompt with nothing cached: not asserted (two shared cores), shown.
+    [markdown] = tmp_path.glob("bench-*.md")
+    text = markdown.read_text()
+    assert "## llama-benchy (the community's suite)" in text
+    assert "| 1024 | 2 | 256 | 32 |" in text
+    assert re.search(
+        r"Wait for llama-benchy to finish: bench 1/1 llama-benchy \[[#.]{24}\] \d+/18 requests",
+        run.stdout,
+    ), run.stdout[-4000:]
+    for secret in (KEY, "llmfleet-lab-hub-token"):
+        assert secret not in run.stdout + run.stderr
+
+
 # Extended: a measurement of our load generator against vllm bench (3 rounds each, the
 # machine to itself); make test leaves it out to stay within CI's time (Makefile).
 @pytest.mark.extended

@@ -196,6 +196,30 @@ def test_bench_shows_the_progress_of_the_run_on_retries(
     ), result.output
 
 
+@pytest.mark.parametrize(("option", "expected"), [([], "False"), (["--llama-benchy"], "True")])
+def test_bench_llama_benchy_turns_the_communitys_suite_on(
+    fake_collection: Any,
+    play: Callable[[str], str],
+    tmp_path: Path,
+    option: list[str],
+    expected: str,
+) -> None:
+    seen = tmp_path / "seen"
+    (fake_collection.root / "playbooks" / "bench.yml").write_text(
+        play(
+            "    - name: Write what the role would read\n"
+            "      ansible.builtin.copy:\n"
+            f"        dest: {seen}\n"
+            "        content: '{{ benchmark_llama_benchy | default(false) | bool }}'\n"
+            "        mode: '0600'\n"
+        ),
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["bench", "-i", str(fake_collection.inventory), "--plain", *option])
+    assert result.exit_code == 0, result.output
+    assert seen.read_text() == expected
+
+
 def test_bench_without_inventory_exits_1(fake_collection: Any) -> None:
     (fake_collection.root / "playbooks" / "bench.yml").write_text("[]\n", encoding="utf-8")
     result = runner.invoke(app, ["bench", "-i", "/nonexistent/inventory"])
