@@ -267,11 +267,21 @@ def test_a_group_that_stops_generating_leaves_rotation_and_comes_back(grouped_la
 def test_claude_codes_next_turn_through_the_gateway_hits_its_groups_cache(
     grouped_lab: Lab, client_dir: Path, tmp_path: Path
 ) -> None:
+    """A teammate's own Claude Code pointed at the gateway, without claude-local's
+    CLAUDE_CODE_ATTRIBUTION_HEADER=0: each request starts with the billing header, whose
+    hash changes from one conversation to the next (test_lab_clients records it). vLLM drops
+    that block itself before the prompt is built (vllm-project/vllm#36829, in the lab's
+    0.32), so the gateway passes the request as it is and the next turn still hits its
+    group's prefix cache."""
     repo, home = tmp_path / "repo", tmp_path / "home"
     repo.mkdir()
     home.mkdir()
     (repo / "fib.py").write_text(FIB)
-    command = client_dir / "bin" / "claude-local"
+    wrapper = (client_dir / "bin" / "claude-local").read_text()
+    assert "export CLAUDE_CODE_ATTRIBUTION_HEADER=0\n" in wrapper
+    command = tmp_path / "claude-teammate"
+    command.write_text(wrapper.replace("export CLAUDE_CODE_ATTRIBUTION_HEADER=0\n", ""))
+    command.chmod(0o700)
     claude(command, repo, "Read fib.py and say what it computes.")
     before = prefix_counters(grouped_lab)
     claude(command, repo, "Now suggest a faster version, briefly.", "--continue")
