@@ -196,13 +196,8 @@ def test_bench_shows_the_progress_of_the_run_on_retries(
     ), result.output
 
 
-@pytest.mark.parametrize(("option", "expected"), [([], "False"), (["--llama-benchy"], "True")])
 def test_bench_llama_benchy_turns_the_communitys_suite_on(
-    fake_collection: Any,
-    play: Callable[[str], str],
-    tmp_path: Path,
-    option: list[str],
-    expected: str,
+    fake_collection: Any, play: Callable[[str], str], tmp_path: Path
 ) -> None:
     seen = tmp_path / "seen"
     (fake_collection.root / "playbooks" / "bench.yml").write_text(
@@ -215,9 +210,10 @@ def test_bench_llama_benchy_turns_the_communitys_suite_on(
         ),
         encoding="utf-8",
     )
-    result = runner.invoke(app, ["bench", "-i", str(fake_collection.inventory), "--plain", *option])
+    args = ["bench", "-i", str(fake_collection.inventory), "--plain", "--llama-benchy"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert seen.read_text() == expected
+    assert seen.read_text() == "True"
 
 
 def test_bench_without_inventory_exits_1(fake_collection: Any) -> None:
