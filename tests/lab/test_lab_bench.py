@@ -293,7 +293,8 @@ def test_llama_benchy_runs_beside_ours_into_the_same_report(lab: Lab, site, tmp_
     # Depths 0 and 1024 at 1 and 2 requests at once (inventory/lab/group_vars/all/bench.yml).
     rows = community["rows"]
     assert [(r["depth"], r["concurrency"]) for r in rows] == [(0, 1), (0, 2), (1024, 1), (1024, 2)]
-    assert all(r["tg_tps"] > 0 and r["pp_tps"] > 0 and r["runs"] == 2 for r in rows), rows
+    # Each test ran twice; llama-benchy keeps the runs it could measure (runs: its values).
+    assert all(r["tg_tps"] > 0 and r["pp_tps"] > 0 and 1 <= r["runs"] <= 2 for r in rows), rows
     # With prefix caching, the measured prompt after a loaded context is prefilled faster
     # than the same prompt with nothing cached: not asserted (two shared cores), shown.
     [markdown] = tmp_path.glob("bench-*.md")
