@@ -63,12 +63,10 @@ def plan(profile, max_model_len):
     deepest = max(pp) + max(tg)
     fit = [d for d in depths if d + deepest <= int(max_model_len)]
     left_out = [d for d in depths if d not in fit]
-    requests = sum(
-        runs * c * (2 if d > 0 and caching else 1)
-        for d in fit
-        for _ in pp
-        for _ in tg
-        for c in concurrency
+    requests = (
+        len(pp)
+        * len(tg)
+        * sum(runs * c * (2 if d > 0 and caching else 1) for d in fit for c in concurrency)
     )
     return {
         "profile": dict(profile, depth=fit, runs=runs, prefix_caching=caching),
