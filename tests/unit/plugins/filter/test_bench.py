@@ -8,6 +8,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.bench import (
     FilterModule,
     bench_headline,
+    bench_llama_benchy_plan,
+    bench_llama_benchy_summary,
     bench_regressions,
 )
 
@@ -28,6 +30,8 @@ def test_the_filters_are_registered() -> None:
     assert FilterModule().filters() == {
         "bench_regressions": bench_regressions,
         "bench_headline": bench_headline,
+        "bench_llama_benchy_plan": bench_llama_benchy_plan,
+        "bench_llama_benchy_summary": bench_llama_benchy_summary,
     }
 
 
@@ -89,3 +93,20 @@ def test_the_headline_shows_the_measured_scenarios_in_one_line() -> None:
     assert bench_headline(measured) == "gate: 32 ok, 0 errors, TTFT p50 18.2 ms, 205.3 out tok/s"
     assert bench_headline(None) == "nothing measured"
     assert bench_headline({"scenarios": [measured["scenarios"][0]]}) == "nothing measured"
+
+
+def test_llama_benchy_plan_gives_a_bad_profiles_problems_and_nothing_to_run() -> None:
+    plan = bench_llama_benchy_plan(
+        {"pp": [2048], "tg": ["128"], "depth": [0], "concurrency": [1]}, 4096
+    )
+    assert plan["problems"] == ["tg is ['128']; expected a list of whole numbers, 0 or more"]
+    assert (plan["argv"], plan["requests"]) == ([], 0)
+
+
+def test_llama_benchy_plan_fits_a_profile_and_gives_its_options() -> None:
+    plan = bench_llama_benchy_plan(
+        {"pp": [64], "tg": [16], "depth": [0, 8192], "concurrency": [1]}, "4096"
+    )
+    assert plan["problems"] == [] and plan["left_out"] == [8192] and plan["requests"] == 3
+    assert plan["argv"][:2] == ["--pp", "64"]
+    assert bench_llama_benchy_summary({}, plan)["left_out_depths"] == [8192]
