@@ -42,9 +42,12 @@ def bench_llama_benchy_plan(profile, max_model_len):
     if problems:
         return {"problems": problems, "profile": None, "left_out": [], "requests": 0, "argv": []}
     try:
-        fitted = _bench_llama_benchy.plan(profile, int(max_model_len))
+        length = int(max_model_len)
     except (TypeError, ValueError) as error:
-        raise AnsibleFilterError(str(error)) from error
+        raise AnsibleFilterError(
+            f"max_model_len is {max_model_len!r}; expected a number of tokens"
+        ) from error
+    fitted = _bench_llama_benchy.plan(profile, length)
     return dict(fitted, problems=[], argv=_bench_llama_benchy.arguments(fitted["profile"]))
 
 

@@ -69,7 +69,16 @@ def plan(profile, max_model_len):
         * sum(runs * c * (2 if d > 0 and caching else 1) for d in fit for c in concurrency)
     )
     return {
-        "profile": dict(profile, depth=fit, runs=runs, prefix_caching=caching),
+        # Every list as a list (a single number is accepted for one), for arguments().
+        "profile": dict(
+            profile,
+            pp=pp,
+            tg=tg,
+            depth=fit,
+            concurrency=concurrency,
+            runs=runs,
+            prefix_caching=caching,
+        ),
         "left_out": left_out,
         "requests": requests,
     }

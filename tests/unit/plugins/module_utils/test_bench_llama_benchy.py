@@ -73,6 +73,14 @@ def test_a_profile_that_cannot_run_says_which_key_and_why(profile: object, probl
             plan(profile, 4096)
 
 
+def test_a_single_number_stands_for_a_list_of_one() -> None:
+    fitted = plan({"pp": 64, "tg": 16, "depth": 0, "concurrency": 2, "runs": 1}, 4096)
+    assert arguments(fitted["profile"]) == [
+        "--pp", "64", "--tg", "16", "--depth", "0", "--concurrency", "2", "--runs", "1",
+        "--enable-prefix-caching",
+    ]  # fmt: skip
+
+
 def test_spark_arenas_profile_has_no_problem() -> None:
     assert profile_problems(SPARK_ARENA) == []
 
