@@ -41,7 +41,8 @@ def test_a_play_listing_it_alone_is_refused(tmp_path: Path) -> None:
 
 
 def test_both_container_roles_include_it_as_themselves() -> None:
-    for role in ("ray_node", "vllm_server"):
+    # ray_node: once for the heads, then once for the workers, with the same settings.
+    for role, count in (("ray_node", 2), ("vllm_server", 1)):
         tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
         includes = [
             task
@@ -49,7 +50,8 @@ def test_both_container_roles_include_it_as_themselves() -> None:
             if task.get("ansible.builtin.include_role", {}).get("name")
             == "llmfleet.cluster.gpu_container"
         ]
-        assert len(includes) == 1, role
+        assert len(includes) == count, role
+        assert all(include["vars"] == includes[0]["vars"] for include in includes), role
         assert includes[0]["vars"]["gpu_container_caller"] == role
         assert not list((ROOT / "roles" / role / "tasks").glob("container_*.yml")), role
 

@@ -33,9 +33,10 @@ LAB_SYSFS = "/run/llmfleet-lab/sysfs"
 
 
 def container_args(role: str) -> dict[str, str]:
-    """The entry point and command the role's tasks/main.yml gives gpu_container."""
+    """The entry point and command the role's tasks/main.yml gives gpu_container (ray_node
+    includes it twice, heads then workers, with the same settings)."""
     tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / "main.yml").read_text())
-    (include,) = [
+    include, *_ = [
         task
         for task in tasks
         if task.get("ansible.builtin.include_role", {}).get("name")
