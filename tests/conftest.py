@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,12 +118,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 _GROUP_TIMES: dict[str, list[float]] = {}
 
 
+# A test that takes this long is named as it ends, with the time of day: when CI stops a run
+# at its time limit, its output still says where the time went (the summary never prints).
+SLOW_TEST_SECONDS = 30.0
+_TEST_SECONDS: dict[str, float] = {}
+_TERMINAL: list[pytest.TerminalReporter] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    # Under xdist the controller prints what the workers report.
+    if reporter is not None and "PYTEST_XDIST_WORKER" not in os.environ:
+        _TERMINAL.append(reporter)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     group = worker_group(report.nodeid)
     times = _GROUP_TIMES.setdefault(group, [0.0, report.start, report.stop])
     times[0] += report.duration
     times[1] = min(times[1], report.start)
     times[2] = max(times[2], report.stop)
+    seconds = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+    if report.when != "teardown":
+        _TEST_SECONDS[report.nodeid] = seconds
+        return
+    _TEST_SECONDS.pop(report.nodeid, None)
+    if seconds >= SLOW_TEST_SECONDS and _TERMINAL:
+        ended = time.strftime("%H:%M:%S", time.gmtime(report.stop))
+        _TERMINAL[0].write_line(f"[{ended}] {seconds:6.0f} s {report.nodeid}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
