@@ -279,6 +279,9 @@ def test_a_due_restart_survives_a_failed_run_and_restarts_every_rank(lab: Lab, s
     assert code == 200, text
 
 
+# Extended: the Ray-path lab (test_lab_ray_path) serves this launch for real in make test;
+# this check-mode run of it on the native lab is one more site run of CI's time.
+@pytest.mark.extended
 def test_ray_launch_runs_vllm_serve_inside_the_head_container(lab: Lab, site) -> None:
     """vLLM's CPU build cannot execute on Ray: the Ray launch is proven by what the role
     would write, in check mode on the serving lab (the unit on the head only, serve.yaml
