@@ -122,14 +122,13 @@ _GROUP_TIMES: dict[str, list[float]] = {}
 # at its time limit, its output still says where the time went (the summary never prints).
 SLOW_TEST_SECONDS = 30.0
 _TEST_SECONDS: dict[str, float] = {}
-_TERMINAL: list[pytest.TerminalReporter] = []
+_CONFIG: list[pytest.Config] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
     # Under xdist the controller prints what the workers report.
-    if reporter is not None and "PYTEST_XDIST_WORKER" not in os.environ:
-        _TERMINAL.append(reporter)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        _CONFIG.append(config)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -143,9 +142,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _TEST_SECONDS[report.nodeid] = seconds
         return
     _TEST_SECONDS.pop(report.nodeid, None)
-    if seconds >= SLOW_TEST_SECONDS and _TERMINAL:
+    # The terminal reporter registers itself after this file's pytest_configure has run.
+    reporter = _CONFIG[0].pluginmanager.get_plugin("terminalreporter") if _CONFIG else None
+    if seconds >= SLOW_TEST_SECONDS and reporter is not None:
         ended = time.strftime("%H:%M:%S", time.gmtime(report.stop))
-        _TERMINAL[0].write_line(f"[{ended}] {seconds:6.0f} s {report.nodeid}")
+        reporter.ensure_newline()
+        reporter.write_line(f"[{ended}] {seconds:6.0f} s {report.nodeid}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
