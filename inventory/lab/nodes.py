@@ -120,6 +120,9 @@ def inventory() -> dict:
             # Where role model_weights downloads the lab's model from (group_vars/all).
             "vars": {
                 "llmfleet_lab_path": path,
+                # A value, not a template: every task of a run reads what derives from it
+                # (group_vars/all/serving_path.yml).
+                "llmfleet_lab_ray_container": path == "ray-container",
                 **({"model_weights_hub_endpoint": endpoint} if endpoint else {}),
             },
         },

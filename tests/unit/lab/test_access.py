@@ -142,6 +142,7 @@ def test_the_inventory_serves_on_the_labs_path(
 ) -> None:
     inventory = inventory_of(2, monkeypatch, labels)
     assert inventory["all"]["vars"]["llmfleet_lab_path"] == path
+    assert inventory["all"]["vars"]["llmfleet_lab_ray_container"] is (path == "ray-container")
 
 
 def test_the_inventory_script_and_the_lab_read_the_path_label_alike() -> None:
