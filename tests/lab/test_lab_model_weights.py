@@ -59,6 +59,10 @@ def test_the_model_came_from_the_hub_to_spark_1_and_over_the_fabric_to_spark_2(
     assert "huggingface" not in lab.out("spark-2", f"ls -a {MODEL}/.cache 2>/dev/null || true")
 
 
+# Extended: the site's first run copies the model to spark-2 over the fabric (the first
+# test) and the flipped byte's repair copies a file again; the progress lines of a copy are
+# those of transfer_progress, unit-tested.
+@pytest.mark.extended
 def test_a_copy_moves_the_model_over_spark_2s_cx7_link(lab: Lab, site) -> None:
     size = model_bytes(lab, "spark-1")
     lab.sh("spark-2", f"rm -rf {MODEL} {STATE}")

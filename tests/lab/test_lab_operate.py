@@ -11,6 +11,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from .conftest import ROOT, Lab, changed_counts, run_up
 from .test_lab_site import chat, curl, wait_healthy
 
@@ -303,6 +305,11 @@ def test_doctor_finds_a_rail_down_an_mtu_mismatch_a_stale_gid_swap_and_a_mixed_v
     assert "RAY_memory_usage_threshold=0.97 (expected 0.9)" in evidence[("ray_settings", "spark-1")]
 
 
+# Extended: about 15 minutes of CI's machine (2026-11-28: two ranks stopped and started on
+# the wrong interfaces, then the site run that puts them back). make test stops ranks in the
+# heal matrix (test_lab_heal) and runs doctor on the faults of the test above; the findings
+# for interfaces, counters and a ray:// address are unit-tested (doctor_findings).
+@pytest.mark.extended
 def test_a_stopped_rank_then_gloo_on_the_management_network(lab: Lab, site) -> None:
     """One break-and-repair cycle of the ranks for four things to see: status and doctor on
     a stopped rank and the API it took down, then, with both ranks started again on Gloo and
