@@ -1,4 +1,4 @@
-"""The lab under test: a lab of its own name, up for the session, down at the end."""
+"""The lab under test: a lab of its own name, up for the tests of this package, down after them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ..conftest import worker_group
 
 ROOT = Path(__file__).resolve().parents[2]
 TEST_LAB = os.environ.get("LLMFLEET_TEST_LAB", "llmfleet-test")
@@ -28,8 +30,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # (which serves again with `llmfleet up` at its end) between the two, then the faults
     # (nodes rebooted, ranks killed: the lab serves again after each, but what a test wrote on
     # a node outside the roles' files may be gone).
+    # The test lab's tests come last, together (its `lab` is the package's, removed when the
+    # run leaves the package): so also in one process (TEST_WORKERS=), where the other
+    # groups' tests run first.
     items.sort(
         key=lambda item: (
+            worker_group(item.nodeid) == "test-lab",
             "site" in getattr(item, "fixturenames", ()),
             Path(str(item.fspath)).name == "test_lab_upgrade.py",
             Path(str(item.fspath)).name == "test_lab_heal.py",
@@ -142,8 +148,8 @@ def changed_counts(output: str) -> dict[str, int]:
 
 
 def session_lab(name: str, path: str) -> Iterator[Lab]:
-    """A lab up for its fixture's scope (the test session, or the bare lab's package), down at
-    its end, serving on ``path`` (`llmfleet lab up --path`)."""
+    """A lab up for its fixture's scope (the package of its tests: tests/lab, or the bare
+    lab's), down at its end, serving on ``path`` (`llmfleet lab up --path`)."""
     # What an interrupted earlier session left (a half-removed lab) must not decide this one.
     llmfleet("lab", "down", "--name", name)
     llmfleet("lab", "up", "--name", name, "--path", path)
@@ -151,10 +157,13 @@ def session_lab(name: str, path: str) -> Iterator[Lab]:
     llmfleet("lab", "down", "--name", name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab() -> Iterator[Lab]:
     # The test lab serves natively with the mp executor (the GH200 box's path, which stays
     # tested here); the Spark sample's path, the lab's default, is test_lab_ray_path.py's.
+    # Removed as soon as the last of its tests has run (package scope): a served lab keeps
+    # a third of a core busy (vLLM's and Ray's idle loops), which the tests that follow in
+    # the same worker and the other worker's labs need.
     yield from session_lab(TEST_LAB, "native")
 
 
@@ -168,13 +177,13 @@ def vllm_started(lab: Lab, node: str) -> str:
     return lab.out(node, "systemctl show -p ExecMainStartTimestampMonotonic --value llmfleet-vllm")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def site_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the first `llmfleet up` keeps ansible-runner's record of the run."""
     return tmp_path_factory.mktemp("site") / "artifacts"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def site(lab: Lab, site_artifacts: Path) -> subprocess.CompletedProcess[str]:
     """The lab after one `llmfleet up`: fabric, Ray, vLLM, claude-code-router, Claude Code.
     Run with -vvv and its artifacts kept, so that the secrets test can search all of it."""

@@ -132,6 +132,10 @@ def release(lab: Lab, node: str) -> str:
     return str(facts.get("release", "main"))
 
 
+# Extended: a fetch, a copy and two restarts of both ranks (13 of CI's 90 minutes,
+# 2026-11-28); `llmfleet upgrade` and its rollback run in make test on the users' path
+# (test_lab_ray_path: an upgrade to a broken image rolls back by itself).
+@pytest.mark.extended
 def test_an_upgrade_to_another_model_revision_sticks_until_up_serves_the_inventorys(
     lab: Lab, site
 ) -> None:
