@@ -201,6 +201,9 @@ def test_fetched_on_the_controller_pushed_to_spark_1_and_spread_over_the_fabric(
             lab.sh(node, f"rm -rf {pushed} {records}.*")
 
 
+# Extended: two runs of the role (2 minutes); the copy between nodes over the fabric is
+# walked by the site run and the flipped byte's repair.
+@pytest.mark.extended
 def test_a_folder_on_one_node_is_copied_to_every_node(lab: Lab, site) -> None:
     copy = "/opt/models/llmfleet-tiny-copy"
     proc = run_up(

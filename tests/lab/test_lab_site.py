@@ -151,6 +151,9 @@ def test_a_request_crosses_the_fabric(lab: Lab, site) -> None:
     assert during > 4 * idle + 25_000, f"{during} words during the request, {idle} idle"
 
 
+# Extended: the fault matrix kills rank 1 and reboots rank 0's node, and its group serves
+# again within the bound (make test).
+@pytest.mark.extended
 def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None:
     lab.sh("spark-1", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")
     time.sleep(10)
@@ -238,9 +241,9 @@ def test_tags_verify_measures_the_fabric_again(lab: Lab, site) -> None:
     assert changed_counts(proc.stdout) == NOTHING_CHANGED, proc.stdout[-6000:]
 
 
-# Extended: three runs and a restart of both ranks (11 of CI's 90 minutes, 2026-11-28); a
-# change restarting every rank of the group is walked in make test on the users' path
-# (test_lab_ray_path's day two); the restart left pending by a failed run is not.
+# Extended: three runs and a restart of both ranks (11 of CI's 90 minutes, 2026-11-28);
+# make test restarts every rank of the group after faults (the fault matrix, the Ray-path
+# reboot), not after a change or a failed run.
 @pytest.mark.extended
 def test_a_due_restart_survives_a_failed_run_and_restarts_every_rank(lab: Lab, site) -> None:
     """A file of one rank changed (edited by hand on spark-2), converged with --tags

@@ -544,8 +544,9 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 # - variants of a case make test keeps: a model folder that is a file (the missing model),
 #   a weights folder through a file, and the weights' settings that read no host or only
 #   this machine (make test keeps those that read the host's disk and the Hub).
-# The cases that read the host (the model's folder and config, the image's packages, the
-# memory for one request, the disk for the weights, the Hub) stay in.
+# - two that read what the run will use: the Hub's revisions, the image's packages.
+# The cases that read the host (the model's folder and config, the memory for one request,
+# the disk for the weights, the other hosts of the fabric) stay in.
 EXTENDED_CASES = frozenset(
     {
         "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -554,7 +555,8 @@ EXTENDED_CASES = frozenset(
         "env_value_with_a_line_break", "speculative_decoding_with_a_logits_processor",
         "port_out_of_range", "model_folder_is_a_file", "weights_folder_is_a_file",
         "weights_path_relative", "weights_fetched_on_the_controller_from_a_host_folder",
-        "weights_from_an_empty_controller_folder",
+        "weights_from_an_empty_controller_folder", "weights_revision_unknown",
+        "suffix_decoding_without_its_package",
     }
 )  # fmt: skip
 
@@ -647,6 +649,8 @@ def test_an_upgrade_without_a_history_or_with_an_image_given_by_e_is_refused(
     assert snapshot(lab) == before
 
 
+# Extended: the model missing on both nodes (make test) walks the same check per host.
+@pytest.mark.extended
 def test_the_model_missing_on_one_node_is_named(lab: Lab) -> None:
     # Weights put in place by hand (model_weights_source none): spark-1 has its copy (its
     # config.json, from the lab's Hub), spark-2 has none.
