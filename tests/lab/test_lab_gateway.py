@@ -34,9 +34,10 @@ from .test_lab_clients import FIB, claude
 
 # Extended (make test leaves it out, pytest -m extended runs it): its 4 nodes serve two groups
 # of two, and its site run alone took 16 of CI's 90 minutes beside the other labs on two
-# cores (2026-11-28). The gateway's configuration and health check are rendered and checked
-# by tests/unit (serving_gateway, the HAProxy configuration), the serving probe it relies on
-# is healed by the test lab's fault matrix.
+# cores (2026-11-28). make test runs the gateway in molecule's serving_gateway scenario
+# (HAProxy in front of two plain upstreams: the key, each model's upstream, the counters, an
+# upstream that stops leaving rotation); the serving probe it relies on is healed by the
+# test lab's fault matrix.
 pytestmark = pytest.mark.extended
 
 GATEWAY_LAB = f"{TEST_LAB}-gateway"

@@ -52,7 +52,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # by the site runs of the test and Ray-path labs; its scenarios (9 of them, about half an
 # hour on CI's machine, 2026-11-28) did not fit CI's time with those labs. The ray
 # group's scenario (Ray in each node's Docker) is walked by the Ray-path lab, whose nodes
-# run Ray's containers heads first, restart them on a change and after a reboot.
+# run Ray's containers heads first and start them again after a reboot.
 # The podman group's Ray cluster runs through gpu_container's Podman launch, which the fabric
 # group's gpu_container scenario converges and verifies in make test; Ray's own settings in
 # it (2 minutes: the runtime image imported in each node's Podman) run here.
