@@ -1,6 +1,7 @@
 """Serving that heals itself, on the served lab (TP=2 across spark-1 and spark-2): the fault
 matrix (`llmfleet lab faults`: reboots, a killed rank, a wedged engine, a link down, Ray's head
-killed, each during a stream of requests) heals every case within its bound without a person;
+killed, each during a stream of requests) heals every case without a person (its bounds are
+`make bench`'s);
 the first request after a start is as fast as the next ones; status shows the last heal; the
 doctor tells an API that answers /health but does not generate."""
 
