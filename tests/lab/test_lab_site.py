@@ -152,7 +152,7 @@ def test_a_request_crosses_the_fabric(lab: Lab, site) -> None:
 
 
 # Extended: the fault matrix kills rank 1 and reboots rank 0's node, and its group serves
-# again within the bound (make test).
+# again by itself (make test).
 @pytest.mark.extended
 def test_killing_vllm_on_spark_1_brings_the_service_back(lab: Lab, site) -> None:
     lab.sh("spark-1", "kill -9 $(systemctl show -p MainPID --value llmfleet-vllm)")

@@ -543,7 +543,7 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 #   key's form, the port's range;
 # - variants of a case make test keeps: a model folder that is a file (the missing model),
 #   a weights folder through a file, and the weights' settings that read no host or only
-#   this machine (make test keeps those that read the host's disk and the Hub).
+#   this machine (make test keeps the one that reads the host's disk);
 # - two that read what the run will use: the Hub's revisions, the image's packages.
 # The cases that read the host (the model's folder and config, the memory for one request,
 # the disk for the weights, the other hosts of the fabric) stay in.
