@@ -44,7 +44,7 @@ _SUPERVISOR_LINE = re.compile(r"^\S+\.service: ")
 EARLIER_S = 60
 # journald writes a unit's last lines a moment after systemd has seen the process exit (more
 # under load: a usage error found 0.1 s into a wait left the log empty, 2026-11-27): a log
-# with no reason in it is read again for this long.
+# whose reason names no error is read again for this long.
 LOG_SETTLE_S = 5.0
 LOG_SETTLE_DELAY_S = 0.5
 
@@ -162,6 +162,12 @@ def reason_line(log: str) -> str:
     the last line naming an error, else the last line; lines that only quote or point at an
     error count only when nothing else does."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return _error_line(lines) or (lines[-1] if lines else "")
+
+
+def _error_line(lines: list[str]) -> str:
+    """The reason among ``lines`` that names an error (an exception, a usage error, a fatal
+    line); empty when none does."""
     reasons = [
         line
         for line in lines
@@ -181,7 +187,7 @@ def _reason_among(lines: list[str]) -> str:
     for line in reversed(lines):
         if _FATAL.search(line):
             return line
-    return lines[-1] if lines else ""
+    return ""
 
 
 @dataclass
@@ -275,6 +281,13 @@ def _said_why(reason: str) -> bool:
     return bool(reason) and not _SUPERVISOR_LINE.match(reason)
 
 
+def _names_an_error(reason: str) -> bool:
+    """Whether ``reason`` names an error. Until it does, a unit's log may still lack the
+    process's last lines: an ExecStartPre's own line ("port 8000 is free") was taken for the
+    reason of a usage error that journald had not written yet (2026-11-28)."""
+    return bool(_error_line([reason]))
+
+
 def _log_and_reason(
     supervisor: Supervisor,
     started_wall: float,
@@ -283,11 +296,12 @@ def _log_and_reason(
     sleep: Callable[[float], None],
 ) -> dict[str, str]:
     """The end of the log since the wait began (``log``) and the line that says why
-    (``reason``). A unit's log without a reason is read again for LOG_SETTLE_S."""
+    (``reason``). A unit's log that names no error is read again for LOG_SETTLE_S."""
     settle_until = clock() + LOG_SETTLE_S
     while True:
         log, reason = _read_reason(supervisor, started_wall, run)
-        if not supervisor.unit or _said_why(reason) or clock() >= settle_until:
+        named = _names_an_error(reason)
+        if not supervisor.unit or named or clock() >= settle_until:
             break
         sleep(LOG_SETTLE_DELAY_S)
     shown = supervisor.log_lines

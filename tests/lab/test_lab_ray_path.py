@@ -409,6 +409,19 @@ def image_id(lab: Lab, node: str, reference: str) -> str:
     return lab.out(node, f"docker image inspect -f '{{{{.Id}}}}' {reference}").strip()
 
 
+def started_with(lab: Lab, node: str) -> dict:
+    """What Ray's container (and, on spark-1, vLLM's unit) starts with: the command, the
+    environment (the NCCL / Gloo variables are given at the container's creation) and the
+    unit's ExecStart (the wrapper that reads the GID index at start)."""
+    container = json.loads(lab.out(node, "docker inspect llmfleet-ray"))[0]
+    unit = lab.out(node, "systemctl cat llmfleet-vllm 2>/dev/null | grep '^ExecStart=' || true")
+    return {
+        "command": [container["Path"], *container["Args"]],
+        "env": sorted(container["Config"]["Env"]),
+        "unit": unit.strip(),
+    }
+
+
 def switches(lab: Lab, node: str) -> list[dict]:
     """The node's switches (up, upgrade, rollback), without the probe's heals."""
     entries = json.loads(lab.out(node, "cat /var/lib/llmfleet/history.json"))["entries"]
@@ -427,6 +440,7 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(images: Lab) -> None:
     arguments as it starts in the head container: the wait fails at once with vLLM's reason,
     and both nodes go back to the image that served."""
     lab = images
+    before = {node: started_with(lab, node) for node in NODES}
     run = upgrade(lab, "--image", f"{RAY_IMAGE}:broken")
     out = run.stdout
     assert run.returncode == 2, out[-6000:]
@@ -434,6 +448,10 @@ def test_an_upgrade_to_a_broken_image_rolls_back_by_itself(images: Lab) -> None:
     assert "It was rolled back: the cluster serves" in out, out[-6000:]
     for node in NODES:
         assert ray_image(lab, node) == image_id(lab, node, f"{RAY_IMAGE}:lab"), node
+        # Created again as the run made them: the upgrade once gave Ray's containers no NCCL /
+        # Gloo environment and no GID wrapper (nor vLLM's unit), and the next run restarted
+        # the group to put them back (2026-11-28).
+        assert started_with(lab, node) == before[node], node
     last = switches(lab, "spark-1")[-1]
     assert (last["action"], last["outcome"]) == ("upgrade", "rolled back"), last
     assert (last["from"]["image"], last["to"]["image"]) == (

@@ -307,6 +307,26 @@ def test_a_log_journald_has_not_written_yet_is_read_again() -> None:
     assert result["log"] == refused
 
 
+def test_a_line_before_the_process_is_not_its_reason_while_the_journal_is_late() -> None:
+    """The ExecStartPre's own line was in the journal before the usage error (2026-11-28):
+    it was taken for the reason, and the wait said "port 8000 is free"."""
+    stopped = "port 8000 is free"
+    refused = "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
+
+    class LateJournal(FakeHost):
+        reads = 0
+
+        def run(self, argv: list[str]) -> tuple[int, str, str]:
+            if argv[0] == "journalctl":
+                self.reads += 1
+                return 0, stopped + (f"\n{refused}" if self.reads > 4 else ""), ""
+            return super().run(argv)
+
+    host = LateJournal([unit("activating", "auto-restart", 1)])
+    result = run_wait(host, NEVER_READY)
+    assert result["reason"] == refused
+
+
 def test_a_process_that_said_nothing_is_not_waited_for_long() -> None:
     host = FakeHost([unit("activating", "auto-restart", 1)], log="")
     clock = Clock()
