@@ -61,8 +61,18 @@ def collection_files(root: Path) -> list[Path]:
     return files
 
 
+# The checkout's tools in the llmfleet package that the wheel leaves out: the README
+# generator (`python -m llmfleet.roledocs`) writes into the checkout.
+CHECKOUT_ONLY_MODULES = frozenset({("llmfleet", "roledocs")})
+
+
 class BuildWithCollection(build_py):
-    """build_py, then the collection copied under ansible_collections/llmfleet/cluster."""
+    """build_py without the checkout's tools, then the collection copied under
+    ansible_collections/llmfleet/cluster."""
+
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        modules = super().find_package_modules(package, package_dir)
+        return [m for m in modules if (m[0], m[1]) not in CHECKOUT_ONLY_MODULES]
 
     def run(self) -> None:
         super().run()

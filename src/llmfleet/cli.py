@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import tempfile
 from collections.abc import Callable
@@ -42,7 +43,6 @@ from llmfleet.cli_options import (
 )
 from llmfleet.doctor import doctor
 from llmfleet.down import down
-from llmfleet.lab.cli import lab_app
 from llmfleet.logs import logs
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.plan import plan
@@ -89,7 +89,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_show_locals=False,
 )
-app.add_typer(lab_app, name="lab")
+# The lab is the checkout's test bed: the wheel leaves it out (pyproject.toml), and a CLI
+# installed from the wheel has no `lab` command.
+if importlib.util.find_spec("llmfleet.lab") is not None:
+    from llmfleet.lab.cli import lab_app
+
+    app.add_typer(lab_app, name="lab")
 app.command(help=PLAN_HELP, epilog=EXIT_CODES_EPILOG)(plan)
 app.command(help=STATUS_HELP, epilog=EXIT_CODES_EPILOG)(status)
 app.command(help=LOGS_HELP, epilog=EXIT_CODES_EPILOG)(logs)

@@ -207,6 +207,16 @@ def test_wheel_ships_the_collection_of_the_tarball(wheel: Path, collection_tarba
     assert f"llmfleet-{galaxy()['version']}.dist-info/METADATA" in names
 
 
+def test_wheel_leaves_the_lab_and_the_checkout_tools_out(wheel: Path) -> None:
+    """The lab (its emulators, image assets, tiny-model maker) and the README generator are
+    the checkout's, not the product's."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert "llmfleet/cli.py" in names
+    assert not [n for n in names if n.startswith("llmfleet/lab/")]
+    assert "llmfleet/roledocs.py" not in names
+
+
 @pytest.fixture(scope="module")
 def installed_wheel(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv outside the checkout with the wheel installed; returns its bin/."""
@@ -230,6 +240,12 @@ def installed_wheel(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def test_installed_wheel_works_outside_the_checkout(installed_wheel: Path, tmp_path: Path) -> None:
     env = outside_env("/usr/bin:/bin")
     assert "Usage: llmfleet" in run(installed_wheel / "llmfleet", "--help", cwd=tmp_path, env=env)
+    # No lab in the wheel, so no `lab` command (the checkout's editable install has one).
+    lab = subprocess.run(
+        [installed_wheel / "llmfleet", "lab", "--help"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert lab.returncode != 0 and "No such command 'lab'" in lab.stdout + lab.stderr, lab
     where = "from llmfleet.paths import collection_root; print(collection_root())"
     found = run(installed_wheel / "python", "-c", where, cwd=tmp_path, env=env).strip()
     assert found.startswith(str(installed_wheel.parent)), found
