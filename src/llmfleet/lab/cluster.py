@@ -252,6 +252,14 @@ def up(
                 _create_node(lab, node, image, ssh, serving_path)
             elif current["State"] != "running":
                 podman.run("start", node.container)
+    # A Spark's CX7 ports are there from power-on: a node (re)started here gets its links
+    # before its systemd finishes starting, not after. Cabled after the boot, a rebooted Ray
+    # head waited for its peers over links that did not exist yet, and its boot with it (vLLM's
+    # unit waits for the Ray cluster before it starts): `llmfleet lab faults` gave up on the
+    # head's reboot on the Ray path (2026-11-28).
+    created = wire_fabric(lab, members, ports)
+    if created:
+        console.print(f"fabric: {created} CX7 link(s) wired")
     with console.status("starting the lab's Hub"):
         hub.ensure(lab, hub_image_ref())
     _wait_booted(members, console)
@@ -259,10 +267,7 @@ def up(
         addresses = access.management_addresses([node.container for node in members], lab)
         access.authorize(ssh, addresses)
         access.wait_reachable(ssh, list(addresses.values()))
-    created = wire_fabric(lab, members, ports)
     wait_emulated_hardware(members, ports)
-    if created:
-        console.print(f"fabric: {created} CX7 link(s) wired")
     return status(lab)
 
 
