@@ -19,8 +19,12 @@ def _networks(value, where):
 
 def firewall_sources(hosts, extra=()):
     """``{'ipv4': [...], 'ipv6': [...]}``: every address the given hosts have (their gathered
-    ``all_ipv4_addresses``/``all_ipv6_addresses``, and ``ansible_host`` when it is an address),
-    and the ``extra`` addresses or networks; sorted, without duplicates."""
+    ``all_ipv4_addresses``/``all_ipv6_addresses``, and ``ansible_host`` when it is an address)
+    but link-local ones, and the ``extra`` addresses or networks; sorted, without duplicates.
+
+    A link-local address (fe80::/10, 169.254.0.0/16) is valid on its link only, so no peer
+    reaches a private port from it, and it moves with the interface's MAC address: a
+    container's veth, or a lab node that restarts, changed the rules at every run."""
     found = set()
     for host in hosts or []:
         facts = host.get("ansible_facts") or {}
@@ -29,7 +33,8 @@ def firewall_sources(hosts, extra=()):
         # A name is resolved by the connection: its address is among the facts.
         with contextlib.suppress(ValueError):
             addresses.append(str(ipaddress.ip_address(str(host.get("ansible_host", "")))))
-        found.update(_networks(address, "a host's facts") for address in addresses)
+        networks = (_networks(address, "a host's facts") for address in addresses)
+        found.update(net for net in networks if not net.network_address.is_link_local)
     found.update(_networks(entry, "cluster_firewall_allowed_sources") for entry in extra or [])
     return {
         family: [

@@ -14,7 +14,7 @@ SPARK_1 = {
     "ansible_host": "spark-1.lan",
     "ansible_facts": {
         "all_ipv4_addresses": ["10.89.0.7", "192.168.100.11", "192.168.101.11"],
-        "all_ipv6_addresses": ["fe80::4ebb:47ff:fe2d:1a17"],
+        "all_ipv6_addresses": ["fe80::4ebb:47ff:fe2d:1a17", "2001:db8::11"],
     },
 }
 SPARK_2 = {
@@ -36,9 +36,23 @@ def test_every_address_of_every_host_by_family() -> None:
             "192.168.100.12",
             "192.168.101.11",
         ],
-        "ipv6": ["fe80::4ebb:47ff:fe2d:1a17"],
+        "ipv6": ["2001:db8::11"],
     }
     assert firewall_sources([]) == {"ipv4": [], "ipv6": []}
+
+
+def test_link_local_addresses_of_the_hosts_are_left_out() -> None:
+    """Valid on their link only, and moving with a veth's MAC address: a lab node's restart
+    changed the rules of the next run (2026-11-28)."""
+    host = {
+        "ansible_facts": {
+            "all_ipv4_addresses": ["169.254.3.4", "10.89.0.101"],
+            "all_ipv6_addresses": ["fe80::a409:4aff:fe51:e864"],
+        }
+    }
+    assert firewall_sources([host]) == {"ipv4": ["10.89.0.101"], "ipv6": []}
+    # What a person allows stays as written.
+    assert firewall_sources([], ["fe80::/10"]) == {"ipv4": [], "ipv6": ["fe80::/10"]}
 
 
 def test_a_source_that_is_no_address_is_named() -> None:
