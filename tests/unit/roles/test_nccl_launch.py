@@ -192,7 +192,10 @@ def test_the_units_environment_follows_the_gid_table_from_one_boot_to_the_next(
 def test_the_wrapper_is_published_whatever_the_tags() -> None:
     # A run limited to `--tags preflight,vllm_server` rendered vLLM's unit without the wrapper
     # (nccl_env's tasks skipped), and the next full run changed it back (full make test).
-    tasks = yaml.safe_load((ROOT / "roles/nccl_env/tasks/configure.yml").read_text())
+    # The facts live in tasks/publish.yml, which configure.yml imports and the upgrade runs.
+    configure = yaml.safe_load((ROOT / "roles/nccl_env/tasks/configure.yml").read_text())
+    assert {"ansible.builtin.import_tasks": "publish.yml"}.items() <= configure[0].items()
+    tasks = yaml.safe_load((ROOT / "roles/nccl_env/tasks/publish.yml").read_text())
     [publish] = [
         task for task in tasks if "nccl_env_launcher" in task.get("ansible.builtin.set_fact", {})
     ]
