@@ -286,45 +286,41 @@ def test_systemd_lines_are_the_reason_only_when_the_process_said_nothing() -> No
     assert reason_line(failed) == failed
 
 
+REFUSED = "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
+
+
+class LateJournal(FakeHost):
+    """A unit that exited at once, whose journal holds ``before`` for four reads and ``after``
+    from the fifth on (journald writes a unit's last lines a moment after it exited)."""
+
+    def __init__(self, before: str, after: str) -> None:
+        super().__init__([unit("activating", "auto-restart", 1)])
+        self.before, self.after, self.reads = before, after, 0
+
+    def run(self, argv: list[str]) -> tuple[int, str, str]:
+        if argv[0] == "journalctl":
+            self.reads += 1
+            return 0, self.after if self.reads > 4 else self.before, ""
+        return super().run(argv)
+
+
 def test_a_log_journald_has_not_written_yet_is_read_again() -> None:
     """The usage error of a broken image, found 0.1 s into the wait under load: the journal
     held nothing of the process yet (CI, 2026-11-27). The log is read again until it says
     why, for a few seconds."""
-    refused = "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
-
-    class LateJournal(FakeHost):
-        reads = 0
-
-        def run(self, argv: list[str]) -> tuple[int, str, str]:
-            if argv[0] == "journalctl":
-                self.reads += 1
-                return 0, refused if self.reads > 4 else "", ""
-            return super().run(argv)
-
-    host = LateJournal([unit("activating", "auto-restart", 1)])
+    host = LateJournal(before="", after=REFUSED)
     result = run_wait(host, NEVER_READY)
-    assert result["reason"] == refused
-    assert result["log"] == refused
+    assert result["reason"] == REFUSED
+    assert result["log"] == REFUSED
 
 
 def test_a_line_before_the_process_is_not_its_reason_while_the_journal_is_late() -> None:
     """The ExecStartPre's own line was in the journal before the usage error (2026-11-28):
     it was taken for the reason, and the wait said "port 8000 is free"."""
     stopped = "port 8000 is free"
-    refused = "vllm: error: unrecognized arguments: --llmfleet-lab-broken"
-
-    class LateJournal(FakeHost):
-        reads = 0
-
-        def run(self, argv: list[str]) -> tuple[int, str, str]:
-            if argv[0] == "journalctl":
-                self.reads += 1
-                return 0, stopped + (f"\n{refused}" if self.reads > 4 else ""), ""
-            return super().run(argv)
-
-    host = LateJournal([unit("activating", "auto-restart", 1)])
+    host = LateJournal(before=stopped, after=f"{stopped}\n{REFUSED}")
     result = run_wait(host, NEVER_READY)
-    assert result["reason"] == refused
+    assert result["reason"] == REFUSED
 
 
 def test_a_process_that_said_nothing_is_not_waited_for_long() -> None:
