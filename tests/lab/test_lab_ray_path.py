@@ -311,8 +311,8 @@ def test_a_deaf_vllm_is_killed_and_the_gid_index_follows_a_moved_table(ray_lab: 
     read at that start (the containers' environment carries none), so it follows a GID table
     that moved while vLLM was down."""
     lab = ray_lab
-    created = json.loads(lab.out("spark-1", "docker inspect llmfleet-ray"))[0]
-    assert not [e for e in created["Config"]["Env"] if e.startswith("NCCL_IB_GID_INDEX=")]
+    env = started_with(lab, "spark-1")["env"]
+    assert not [e for e in env if e.startswith("NCCL_IB_GID_INDEX=")], env
     lab.sh("spark-1", INSTALL_DEAF_VLLM)
     try:
         lab.sh("spark-1", "systemctl restart llmfleet-vllm", timeout=300)
