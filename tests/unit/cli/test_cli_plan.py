@@ -98,8 +98,9 @@ def test_the_qwen3_vl_profile_is_within_10_percent_of_seed_003() -> None:
     blocks x 16)"; another run of the same note logged "KV Cache: 25.77 GiB per node". The
     plan counts the encoder's 1.07 GiB of bf16 weights on each rank."""
     code, (entry,) = _plans(
+        # At the profile's own 0.70 (the sample sets no utilization over the profiles': its
+        # 0.82 for every profile crashed this one's CUDA graph capture, seed 003 says).
         "-i", "inventory/sparks", "-e", "llmfleet_vllm_profile=qwen3_vl_two_sparks",
-        "-e", "llmfleet_gpu_memory_utilization=0.70",  # the sample's 0.82 is M2.7's
     )  # fmt: skip
     assert code == 0
     layout = entry["plan"]["layout"]
