@@ -54,15 +54,13 @@ def worker_group(nodeid: str) -> str:
     return "test-lab"
 
 
-# Which work a free worker takes first: the test lab's chain (the longest: about 51 min on
-# a slow machine of this kind) starts at once on one worker, the other takes the labs of
-# their own (about 56 there). The quality gates (about 4) and the tests without a lab (about
-# 7) come after them file by file, the quality gates first (their files are the longest),
-# so that the worker done first takes them until the other is done and neither waits on
-# the other at the end. xdist would order the scopes by their number of tests. (On a faster
-# machine of the same kind the whole run took 32 min, 2026-11-25. On CI's machine, 2026-11-28:
-# test-lab 55 min, own-labs 68, quality 10, no-lab 14, in 73 min of pytest, before the
-# day-two test and four smaller ones moved to the extended tests.)
+# Which work a free worker takes first: the test lab's chain starts at once on one worker,
+# the labs of their own on the other. The quality gates and the tests without a lab come
+# after them file by file, the quality gates first (their files are the longest), so that
+# the worker done first takes them until the other is done and neither waits on the other
+# at the end. xdist would order the scopes by their number of tests. (On CI's machine,
+# 2026-11-28: test-lab 56 min, own-labs 63, quality 11, no-lab 14, in 73 min of pytest; on a
+# faster machine of the same kind the whole run took 32 min, 2026-11-25.)
 GROUP_ORDER = ("test-lab", "own-labs", "quality", "no-lab")
 # Groups handed out as one unit (a session fixture is per worker); the others file by file.
 WHOLE_GROUPS = frozenset({"test-lab", "own-labs"})
