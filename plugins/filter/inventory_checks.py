@@ -1,5 +1,5 @@
 """Filters for the checks made before any host changes: the parallel layout against the
-model, ports that collide on one host, keys that are placeholders.
+model, ports that collide on one host, numbers out of their range, keys that are placeholders.
 
 Each returns a list of problems (sentences naming the variable, the bad value and what is
 expected); an empty list means the input is fine. The validation play joins them into one
@@ -106,6 +106,33 @@ def port_collisions(ports):
     return problems
 
 
+def range_problems(settings):
+    """Problems of a ``{variable: [value, low, high, unit]}`` mapping of numbers that must lie in
+    ``low..high`` (``high`` None: no upper bound; ``unit`` may be empty): not a number, or
+    outside the range. Variables whose value is empty or None are ignored."""
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError(f"range_problems needs a mapping, got {type(settings).__name__}")
+    problems = []
+    for variable, spec in settings.items():
+        if not isinstance(spec, (list, tuple)) or len(spec) != 4:
+            raise AnsibleFilterError(
+                f"range_problems: {variable} needs [value, low, high, unit], got {spec!r}"
+            )
+        raw, low, high, unit = spec
+        if raw in (None, ""):
+            continue
+        unit = f" {unit}" if unit else ""
+        expected = f"{low} or more{unit}" if high is None else f"{low}..{high}{unit}"
+        try:
+            number = float(raw)
+        except (TypeError, ValueError):
+            problems.append(f"{variable} is {raw!r}; expected a number, {expected}")
+            continue
+        if number < low or (high is not None and number > high):
+            problems.append(f"{variable} is {raw}; expected {expected}")
+    return problems
+
+
 def secret_problems(value, variable, min_length=16):
     """Problems of a key or token: empty, a placeholder, or shorter than ``min_length``.
     Never repeats the value (it may be a real secret): only its length."""
@@ -184,6 +211,7 @@ class FilterModule:
         return {
             "parallel_layout_problems": parallel_layout_problems,
             "port_collisions": port_collisions,
+            "range_problems": range_problems,
             "secret_problems": secret_problems,
             "env_file_problems": env_file_problems,
         }

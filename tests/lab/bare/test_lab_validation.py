@@ -148,6 +148,23 @@ CASES = [
     ),
     ("max_num_seqs_zero", [overrides(max_num_seqs=0)], BOTH, ["max_num_seqs is 0"]),
     (
+        # A type an argument spec accepts, a value systemd, the probe or the kernel refuses.
+        "supervision_out_of_range",
+        ["vllm_server_probe_interval=0", "vllm_server_oom_score_adjust=5000"],
+        BOTH,
+        [
+            "vllm_server_probe_interval is 0; expected 1 or more seconds",
+            "vllm_server_oom_score_adjust is 5000; expected -1000..1000",
+        ],
+    ),
+    (
+        # A port Ray takes on its head at its defaults.
+        "vllm_port_is_rays_dashboard",
+        ["vllm_server_port=8265"],
+        ("spark-1",),
+        ["vllm_server_port and Ray's dashboard both use port 8265"],
+    ),
+    (
         "context_above_the_model",
         [overrides(max_model_len=262144)],
         BOTH,
@@ -460,6 +477,7 @@ CHECKS: dict[str, set[str]] = {
     "object_store_above_the_host_memory": {"ray_node"},
     "mtu_differs_between_the_hosts": {"cx7_network"},
     "fabric_interface_absent": {"fabric_interface"},
+    "vllm_port_is_rays_dashboard": {"ports"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -467,7 +485,7 @@ VLLM_CASES = (
     "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
     "placeholder_key", "short_key", "model_folder_is_a_file", "tool_call_parser_unknown",
     "env_value_with_a_line_break", "suffix_decoding_without_its_package",
-    "speculative_decoding_with_a_logits_processor",
+    "speculative_decoding_with_a_logits_processor", "supervision_out_of_range",
 )  # fmt: skip
 CHECKS.update({case: {"vllm_server"} for case in VLLM_CASES})
 
@@ -526,9 +544,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 51 cases take 29 runs: the vLLM settings are one check that 21 cases fail (and
-    # the model's source six more, which leave it unchecked), so no fewer than 27.
-    assert len(batches(CASES)) <= 29
+    # The 53 cases take 30 runs: the vLLM settings are one check that 22 cases fail (and
+    # the model's source six more, which leave it unchecked), so no fewer than 28.
+    assert len(batches(CASES)) <= 30
 
 
 @pytest.fixture(scope="module")
@@ -540,7 +558,7 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 # the check it fails also holds a case of make test's or stops at its first problem (on
 # CI's machine a run of the validation play takes about a minute, 2026-11-28):
 # - values refused by vllm_server's check whatever the host: a field of the profile, the
-#   key's form, the port's range;
+#   key's form, the ranges of the port, the timeouts and the probe;
 # - variants of a case make test keeps: a model folder that is a file (the missing model),
 #   a weights folder through a file, and the weights' settings that read no host or only
 #   this machine (make test keeps the one that reads the host's disk);
@@ -556,7 +574,7 @@ EXTENDED_CASES = frozenset(
         "port_out_of_range", "model_folder_is_a_file", "weights_folder_is_a_file",
         "weights_path_relative", "weights_fetched_on_the_controller_from_a_host_folder",
         "weights_from_an_empty_controller_folder", "weights_revision_unknown",
-        "suffix_decoding_without_its_package",
+        "suffix_decoding_without_its_package", "supervision_out_of_range",
     }
 )  # fmt: skip
 

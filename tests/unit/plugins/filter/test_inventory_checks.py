@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import
     env_file_problems,
     parallel_layout_problems,
     port_collisions,
+    range_problems,
     secret_problems,
 )
 
@@ -161,3 +162,24 @@ def test_each_line_the_files_cannot_hold_is_named_without_its_value() -> None:
     assert env_file_problems(["A=1"], "ray_node_env") == [
         "ray_node_env is ['A=1']; expected a mapping of environment variables"
     ]
+
+
+def test_range_problems_name_the_variable_the_value_and_the_range() -> None:
+    assert range_problems(
+        {
+            "interval": [0, 1, None, "seconds"],
+            "oom": ["5000", -1000, 1000, ""],
+            "floor": [3.5, 0, 50, "percent"],
+            "port": [8000, 1, 65535, ""],
+            "unset": [None, 1, None, "seconds"],
+            "word": ["soon", 1, None, "seconds"],
+        }
+    ) == [
+        "interval is 0; expected 1 or more seconds",
+        "oom is 5000; expected -1000..1000",
+        "word is 'soon'; expected a number, 1 or more seconds",
+    ]
+    with pytest.raises(AnsibleFilterError, match="needs a mapping"):
+        range_problems([1])
+    with pytest.raises(AnsibleFilterError, match=r"needs \[value, low, high, unit\]"):
+        range_problems({"interval": [1, 2]})
