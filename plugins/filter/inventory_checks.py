@@ -106,6 +106,51 @@ def port_collisions(ports):
     return problems
 
 
+# Names (as `ss -p` shows them, 15 characters at most) of the processes this collection's
+# services run as: vLLM and its engine, Ray's, the probe and watchdog, claude-code-router
+# (node), HAProxy, Prometheus and its exporters, the container engines' port helpers. A port
+# one of them holds is the collection's own (a re-run); ``python`` is let through too.
+OUR_PROCESSES = (
+    "vllm", "VLLM::", "python", "ray::", "raylet", "gcs_server", "llmfleet-", "node",
+    "haproxy", "prometheus", "dcgm-exporter", "docker-proxy", "conmon", "rootlessport", "pasta",
+    "slirp4netns",
+)  # fmt: skip
+_SS_PROCESS = re.compile(r'\(\("([^"]+)",pid=(\d+)')
+
+
+def ports_held_elsewhere(ports, listening):
+    """Problems of a ``{variable: port}`` mapping of one host's services against what listens
+    on that host (``ss -ltnpH``'s output): a port a process that is not one of the
+    collection's services already holds (sshd, another server), where the service would
+    fail to start after hosts changed. Sockets without their process (``ss`` run without
+    root) are not judged."""
+    if not isinstance(ports, dict):
+        raise AnsibleFilterError(
+            f"ports_held_elsewhere needs a mapping, got {type(ports).__name__}"
+        )
+    holders = {}
+    for line in str(listening or "").splitlines():
+        fields = line.split()
+        process = _SS_PROCESS.search(line)
+        if len(fields) < 4 or process is None or process.group(1).startswith(OUR_PROCESSES):
+            continue
+        port = fields[3].rsplit(":", 1)[-1]
+        if port.isdigit():
+            holders.setdefault(int(port), f"{process.group(1)} (pid {process.group(2)})")
+    problems = []
+    for variable, raw in ports.items():
+        try:
+            port = int(raw)
+        except (TypeError, ValueError):
+            continue  # port_collisions names it
+        if port in holders:
+            problems.append(
+                f"{variable} is {port}, where {holders[port]} already listens on this host;"
+                " expected a port no other service holds"
+            )
+    return problems
+
+
 def range_problems(settings):
     """Problems of a ``{variable: [value, low, high, unit]}`` mapping of numbers that must lie in
     ``low..high`` (``high`` None: no upper bound; ``unit`` may be empty): not a number, or
@@ -212,6 +257,7 @@ class FilterModule:
             "parallel_layout_problems": parallel_layout_problems,
             "port_collisions": port_collisions,
             "range_problems": range_problems,
+            "ports_held_elsewhere": ports_held_elsewhere,
             "secret_problems": secret_problems,
             "env_file_problems": env_file_problems,
         }

@@ -158,6 +158,13 @@ CASES = [
         ],
     ),
     (
+        # A port another process of the host holds.
+        "vllm_port_held_by_sshd",
+        ["vllm_server_port=22"],
+        BOTH,
+        ["vllm_server_port is 22, where sshd (pid", "already listens on this host"],
+    ),
+    (
         # A port Ray takes on its head at its defaults.
         "vllm_port_is_rays_dashboard",
         ["vllm_server_port=8265"],
@@ -478,6 +485,7 @@ CHECKS: dict[str, set[str]] = {
     "mtu_differs_between_the_hosts": {"cx7_network"},
     "fabric_interface_absent": {"fabric_interface"},
     "vllm_port_is_rays_dashboard": {"ports"},
+    "vllm_port_held_by_sshd": {"ports"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -544,7 +552,7 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 53 cases take 30 runs: the vLLM settings are one check that 22 cases fail (and
+    # The 54 cases take 30 runs: the vLLM settings are one check that 22 cases fail (and
     # the model's source six more, which leave it unchecked), so no fewer than 28.
     assert len(batches(CASES)) <= 30
 

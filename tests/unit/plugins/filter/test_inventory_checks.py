@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import
     env_file_problems,
     parallel_layout_problems,
     port_collisions,
+    ports_held_elsewhere,
     range_problems,
     secret_problems,
 )
@@ -115,6 +116,8 @@ def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {
         "parallel_layout_problems",
         "port_collisions",
+        "ports_held_elsewhere",
+        "range_problems",
         "secret_problems",
         "env_file_problems",
     }
@@ -183,3 +186,41 @@ def test_range_problems_name_the_variable_the_value_and_the_range() -> None:
         range_problems([1])
     with pytest.raises(AnsibleFilterError, match=r"needs \[value, low, high, unit\]"):
         range_problems({"interval": [1, 2]})
+
+
+# `ss -ltnpH` on a served lab node (root), with sshd and another server beside our services.
+SS_LISTENING = """\
+LISTEN 0 128  0.0.0.0:22 0.0.0.0:* users:(("sshd",pid=130,fd=3))
+LISTEN 0 128  [::]:22 [::]:* users:(("sshd",pid=130,fd=4))
+LISTEN 0 2048 0.0.0.0:8000 0.0.0.0:* users:(("vllm",pid=2899,fd=12))
+LISTEN 0 5    0.0.0.0:8009 0.0.0.0:* users:(("llmfleet-vllm-p",pid=3008,fd=3))
+LISTEN 0 4096 *:6379 *:* users:(("gcs_server",pid=1976,fd=44))
+LISTEN 0 511  0.0.0.0:3456 0.0.0.0:* users:(("node",pid=4364,fd=20))
+LISTEN 0 4096 10.89.0.101:9100 0.0.0.0:* users:(("prometheus-node",pid=4090,fd=3))
+LISTEN 0 4096 127.0.0.1:11434 0.0.0.0:* users:(("ollama",pid=77,fd=3))
+LISTEN 0 4096 0.0.0.0:8080 0.0.0.0:*
+"""
+
+
+def test_ports_held_elsewhere_name_the_process_and_let_our_services_through() -> None:
+    ours = {
+        "vllm_server_port": 8000,
+        "vllm_server_probe_port": "8009",
+        "ray_node_port": 6379,
+        "claude_code_router_port": 3456,
+        "monitoring_node_exporter_port": 9100,
+        "unset_port": None,
+    }
+    assert ports_held_elsewhere(ours, SS_LISTENING) == []
+    assert ports_held_elsewhere(
+        {"vllm_server_port": 22, "serving_gateway_port": 11434, "other_port": 8080}, SS_LISTENING
+    ) == [
+        "vllm_server_port is 22, where sshd (pid 130) already listens on this host;"
+        " expected a port no other service holds",
+        "serving_gateway_port is 11434, where ollama (pid 77) already listens on this host;"
+        " expected a port no other service holds",
+    ]
+    # No ss output (a host not judged): no problem.
+    assert ports_held_elsewhere({"vllm_server_port": 22}, "") == []
+    with pytest.raises(AnsibleFilterError, match="needs a mapping"):
+        ports_held_elsewhere([22], SS_LISTENING)
