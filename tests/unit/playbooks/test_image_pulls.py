@@ -41,38 +41,17 @@ def CHECKS_OF(expression: str) -> str:
     return "{{ " + inner.replace("__llmfleet_pull.key", "item.key") + " | to_json }}"
 
 
-def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[str, Any]:
+def run_serve_play(
+    tmp_path: Path, playbook: str, inventory: str, pre_tasks: list[Any], **extra: Any
+) -> None:
+    """Run the serve play of ``playbook`` on ``inventory``, connected locally: its vars and
+    roles (their defaults and variables are read, none of their tasks run), no post-tasks
+    (the history of what serves, written on the node), ``pre_tasks`` instead of its own."""
     play = serve_play(playbook)
-    # The pull is the first pre-task; what follows it (the profile's Python) is not probed here.
-    pull = play["pre_tasks"][0]
-    out = tmp_path / "pulls"
-    out.mkdir(exist_ok=True)
-    # The same loop, vars and roles (their defaults are what the pull reads), nothing run.
     play["vars_files"] = [str(ROOT / "playbooks" / name) for name in play.get("vars_files", [])]
     play["roles"] = [{**role, "when": False} for role in play["roles"]]
-    play.pop("post_tasks", None)  # the history of what serves, written on the node
-    play["pre_tasks"] = [
-        {
-            "name": "Write what would be pulled",
-            "ansible.builtin.copy": {
-                "content": "{{ {'engine': item.key, 'images': item.value} | to_json }}",
-                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.json",
-                "mode": "0600",
-            },
-            "delegate_to": "localhost",
-            "loop": pull["loop"],
-        },
-        {
-            "name": "Write what would be checked in the images",
-            "ansible.builtin.copy": {
-                "content": CHECKS_OF(pull["vars"]["gpu_container_check_images"]),
-                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.checks",
-                "mode": "0600",
-            },
-            "delegate_to": "localhost",
-            "loop": pull["loop"],
-        },
-    ]
+    play.pop("post_tasks", None)
+    play["pre_tasks"] = pre_tasks
     probe = tmp_path / "probe.yml"
     probe.write_text(yaml.safe_dump([play], sort_keys=False))
     proc = subprocess.run(
@@ -98,6 +77,37 @@ def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[s
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def pulls(tmp_path: Path, playbook: str, inventory: str, **extra: Any) -> dict[str, Any]:
+    # The pull is the first pre-task; what follows it (the profile's Python) is not probed here.
+    pull = serve_play(playbook)["pre_tasks"][0]
+    out = tmp_path / "pulls"
+    out.mkdir(exist_ok=True)
+    # The same loop, vars and roles, nothing run.
+    pre_tasks = [
+        {
+            "name": "Write what would be pulled",
+            "ansible.builtin.copy": {
+                "content": "{{ {'engine': item.key, 'images': item.value} | to_json }}",
+                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.json",
+                "mode": "0600",
+            },
+            "delegate_to": "localhost",
+            "loop": pull["loop"],
+        },
+        {
+            "name": "Write what would be checked in the images",
+            "ansible.builtin.copy": {
+                "content": CHECKS_OF(pull["vars"]["gpu_container_check_images"]),
+                "dest": f"{out}/{{{{ inventory_hostname }}}}-{{{{ item.key }}}}.checks",
+                "mode": "0600",
+            },
+            "delegate_to": "localhost",
+            "loop": pull["loop"],
+        },
+    ]
+    run_serve_play(tmp_path, playbook, inventory, pre_tasks, **extra)
     found: dict[str, Any] = {}
     for path in sorted(out.glob("*.json")):
         host, engine = path.stem.rsplit("-", 1)

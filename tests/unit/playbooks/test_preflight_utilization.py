@@ -6,52 +6,27 @@ switched off and one task that writes the value preflight would get."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .test_image_pulls import ROOT, serve_play
+from .test_image_pulls import run_serve_play
 
 
 def preflight_utilization(tmp_path: Path, **extra: Any) -> dict[str, float]:
-    play = serve_play("spark_cluster.yml")
-    play["vars_files"] = [str(ROOT / "playbooks" / name) for name in play["vars_files"]]
-    # The roles' defaults and variables are read, none of their tasks run.
-    play["roles"] = [{**role, "when": False} for role in play["roles"]]
-    play.pop("post_tasks", None)
     out = tmp_path / "utilization"
     out.mkdir()
-    play["pre_tasks"] = [
-        {
-            "name": "Write what preflight would check",
-            "ansible.builtin.copy": {
-                "content": "{{ preflight_gpu_memory_utilization | float | to_json }}",
-                "dest": f"{out}/{{{{ inventory_hostname }}}}.json",
-                "mode": "0600",
-            },
-            "delegate_to": "localhost",
-        }
-    ]
-    probe = tmp_path / "probe.yml"
-    probe.write_text(json.dumps([play]))
-    variables = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "vault_llmfleet_api_key": "unit-test-key-0123456789abcdef",
-        **extra,
+    write = {
+        "name": "Write what preflight would check",
+        "ansible.builtin.copy": {
+            "content": "{{ preflight_gpu_memory_utilization | float | to_json }}",
+            "dest": f"{out}/{{{{ inventory_hostname }}}}.json",
+            "mode": "0600",
+        },
+        "delegate_to": "localhost",
     }
-    proc = subprocess.run(
-        ["ansible-playbook", str(probe), "-i", "inventory/sparks", "-e", json.dumps(variables)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    run_serve_play(tmp_path, "spark_cluster.yml", "inventory/sparks", [write], **extra)
     return {path.stem: json.loads(path.read_text()) for path in sorted(out.glob("*.json"))}
 
 
