@@ -1,5 +1,6 @@
 """Filters for the checks made before any host changes: the parallel layout against the
-model, ports that collide on one host, numbers out of their range, keys that are placeholders.
+model, ports that collide on one host, numbers out of their range, sizes, paths and bind
+addresses of the wrong form, keys that are placeholders.
 
 Each returns a list of problems (sentences naming the variable, the bad value and what is
 expected); an empty list means the input is fine. The validation play joins them into one
@@ -8,9 +9,11 @@ failure message per host.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_inputs import (
     NESTED_CONFIGS,
 )
@@ -249,6 +252,71 @@ def env_file_problems(env, variable):
     return problems
 
 
+def _settings(settings, name):
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError(f"{name} needs a mapping, got {type(settings).__name__}")
+    return {variable: value for variable, value in settings.items() if value not in (None, "")}
+
+
+def byte_size_problems(settings):
+    """Problems of a ``{variable: size}`` mapping of sizes handed to the container engine
+    (``16g``): what community.docker's conversion (ansible's ``human_to_bytes``) refuses,
+    or a size of 0. Empty or None values are ignored."""
+    problems = []
+    for variable, size in _settings(settings, "byte_size_problems").items():
+        try:
+            number = human_to_bytes(size)
+        except (TypeError, ValueError):
+            number = 0
+        if number <= 0:
+            problems.append(
+                f"{variable} is {str(size)!r}; expected a size above 0 such as 16g or 512m"
+                " (a number, then B, K, M, G or T)"
+            )
+    return problems
+
+
+def absolute_path_problems(settings):
+    """Problems of a ``{variable: path}`` mapping of folders on the host: a path that is not
+    absolute (a service's working directory is not the user's). Empty or None values are
+    ignored."""
+    return [
+        f"{variable} is {str(path)!r}; expected an absolute path (starting with /)"
+        for variable, path in _settings(settings, "absolute_path_problems").items()
+        if not str(path).startswith("/")
+    ]
+
+
+_DOTTED = re.compile(r"^[0-9.]+$")
+
+
+def bind_address_problems(settings, host_addresses):
+    """Problems of a ``{variable: address}`` mapping of addresses a service binds to on this
+    host: an IP address the host does not have (``host_addresses``, from its facts) that is
+    neither a wildcard nor a loopback address, or digits and dots that are no IPv4 address.
+    A host name is left to the resolver; with no ``host_addresses`` (facts not gathered)
+    only the form is checked. Empty or None values are ignored."""
+    known = {str(address).split("%", 1)[0] for address in host_addresses or []}
+    problems = []
+    for variable, value in _settings(settings, "bind_address_problems").items():
+        text = str(value).strip("[]")
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            if _DOTTED.match(text):
+                problems.append(
+                    f"{variable} is {str(value)!r}, which is no IPv4 address; expected 0.0.0.0"
+                    " (every address), 127.0.0.1 or an address of this host"
+                )
+            continue
+        if known and not (address.is_unspecified or address.is_loopback or str(address) in known):
+            problems.append(
+                f"{variable} is {text}, an address this host does not have; expected 0.0.0.0"
+                f" (every address), 127.0.0.1 or one of its addresses: {', '.join(sorted(known))}"
+            )
+    return problems
+
+
 class FilterModule:
     """Checks of the whole inventory."""
 
@@ -260,4 +328,7 @@ class FilterModule:
             "ports_held_elsewhere": ports_held_elsewhere,
             "secret_problems": secret_problems,
             "env_file_problems": env_file_problems,
+            "byte_size_problems": byte_size_problems,
+            "absolute_path_problems": absolute_path_problems,
+            "bind_address_problems": bind_address_problems,
         }

@@ -6,6 +6,9 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import (
     FilterModule,
+    absolute_path_problems,
+    bind_address_problems,
+    byte_size_problems,
     env_file_problems,
     parallel_layout_problems,
     port_collisions,
@@ -120,6 +123,9 @@ def test_filters_are_registered() -> None:
         "range_problems",
         "secret_problems",
         "env_file_problems",
+        "byte_size_problems",
+        "absolute_path_problems",
+        "bind_address_problems",
     }
 
 
@@ -224,3 +230,71 @@ def test_ports_held_elsewhere_name_the_process_and_let_our_services_through() ->
     assert ports_held_elsewhere({"vllm_server_port": 22}, "") == []
     with pytest.raises(AnsibleFilterError, match="needs a mapping"):
         ports_held_elsewhere([22], SS_LISTENING)
+
+
+def test_sizes_the_container_engine_cannot_read_or_of_zero_are_named() -> None:
+    assert byte_size_problems(
+        {"vllm_server_shm_size": "16gigs", "ray_node_shm_size": "lots", "other": "0"}
+    ) == [
+        f"{variable} is {value!r}; expected a size above 0 such as 16g or 512m"
+        " (a number, then B, K, M, G or T)"
+        for variable, value in (
+            ("vllm_server_shm_size", "16gigs"),
+            ("ray_node_shm_size", "lots"),
+            ("other", "0"),
+        )
+    ]
+
+
+@pytest.mark.parametrize("size", ["16g", "16G", "512m", "1.5g", "16 g", "1073741824", None, ""])
+def test_sizes_community_docker_reads_pass(size: object) -> None:
+    assert byte_size_problems({"vllm_server_shm_size": size}) == []
+
+
+def test_relative_paths_are_named_and_absolute_or_unset_ones_pass() -> None:
+    assert absolute_path_problems(
+        {
+            "vllm_server_compile_cache_dir": "relative/cache",
+            "ray_node_compile_cache_dir": "/var/cache/llmfleet/compile",
+            "gpu_container_compile_cache_dir": "",
+        }
+    ) == [
+        "vllm_server_compile_cache_dir is 'relative/cache'; expected an absolute path"
+        " (starting with /)"
+    ]
+
+
+HOST_ADDRESSES = ["10.89.0.11", "192.168.100.11", "fe80::1%enp1s0f0np0"]
+
+
+def test_an_address_the_host_does_not_have_is_named_with_those_it_has() -> None:
+    assert bind_address_problems({"monitoring_listen_address": "1.2.3.4"}, HOST_ADDRESSES) == [
+        "monitoring_listen_address is 1.2.3.4, an address this host does not have; expected"
+        " 0.0.0.0 (every address), 127.0.0.1 or one of its addresses: 10.89.0.11,"
+        " 192.168.100.11, fe80::1"
+    ]
+
+
+def test_digits_and_dots_that_are_no_address_are_named_even_without_facts() -> None:
+    assert bind_address_problems({"vllm_server_host": "10.0.0.999"}, []) == [
+        "vllm_server_host is '10.0.0.999', which is no IPv4 address; expected 0.0.0.0"
+        " (every address), 127.0.0.1 or an address of this host"
+    ]
+
+
+@pytest.mark.parametrize(
+    "address", ["0.0.0.0", "::", "[::]", "127.0.0.1", "::1", "192.168.100.11", "fe80::1",
+                "localhost", "spark-1.lan", None, ""]
+)  # fmt: skip
+def test_wildcards_loopback_own_addresses_and_names_pass(address: object) -> None:
+    assert bind_address_problems({"vllm_server_host": address}, HOST_ADDRESSES) == []
+
+
+def test_without_the_hosts_addresses_a_well_formed_address_is_not_judged() -> None:
+    assert bind_address_problems({"vllm_server_host": "1.2.3.4"}, []) == []
+
+
+def test_the_form_checks_need_a_mapping() -> None:
+    for check in (byte_size_problems, absolute_path_problems):
+        with pytest.raises(AnsibleFilterError, match="needs a mapping"):
+            check(["16g"])
