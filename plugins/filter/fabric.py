@@ -105,7 +105,9 @@ def fabric_address(subnet, host_number):
     usable = network.num_addresses - (2 if network.version == 4 and network.prefixlen < 31 else 0)
     if not 1 <= number <= usable:
         raise AnsibleFilterError(
-            f"host number {number} does not fit in {network} (1..{usable} are usable)"
+            f"host number {number} does not fit in {network} (1..{usable} are usable): check"
+            " cx7_network_host_number, or cx7_network_address_offset (the host's number is its"
+            " place in cx7_network_group plus the offset)"
         )
     return f"{network.network_address + number}/{network.prefixlen}"
 

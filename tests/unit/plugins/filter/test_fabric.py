@@ -159,11 +159,13 @@ def test_fabric_host_addresses(
     assert list(plan) == netdevs
 
 
-def test_a_host_number_beyond_the_subnet_fails() -> None:
+def test_a_host_number_beyond_the_subnet_fails_naming_the_variables_that_set_it() -> None:
     with pytest.raises(
         AnsibleFilterError, match=r"host number 300 does not fit in 192\.168\.100\.0/24"
-    ):
+    ) as failure:
         fabric_host_addresses(PORT_1, SUBNETS_1, 300)
+    assert "cx7_network_host_number" in str(failure.value)
+    assert "cx7_network_address_offset" in str(failure.value)
 
 
 def test_a_netdev_without_subnet_or_address_is_named() -> None:
