@@ -120,7 +120,7 @@ CASES = [
         "object_store_too_small",
         ["ray_node_object_store_bytes=1000"],
         BOTH,
-        ["ray_node_object_store_bytes", "1000", "at least 78643200"],
+        ["ray_node_object_store_bytes is 1000; expected 78643200 or more bytes (Ray's minimum)"],
     ),
     (
         "empty_image",
@@ -436,6 +436,60 @@ CASES = [
         BOTH,
         ["speculative_config is set with args logits_processors, which vLLM refuses at start"],
     ),
+    # Values of the right type and the wrong form, found with a held-out matrix run against
+    # the served lab (2026-11-28): each was accepted and failed later, or never.
+    (
+        "ping_count_zero",
+        ["fabric_verify_ping_count=0"],
+        BOTH,
+        ["fabric_verify_ping_count is 0; expected 1 or more pings"],
+    ),
+    (
+        "shm_size_unreadable",
+        ["ray_node_shm_size=lots"],
+        BOTH,
+        ["ray_node_shm_size is 'lots'; expected a size above 0 such as 16g or 512m"],
+    ),
+    (
+        "nccl_debug_unknown",
+        ["nccl_env_debug=VERBOSE"],
+        BOTH,
+        ['nccl_env_debug is "VERBOSE"; expected VERSION, WARN, INFO or TRACE (NCCL_DEBUG)'],
+    ),
+    (
+        "rdma_timeout_zero",
+        ["rdma_verify_timeout_s=0"],
+        BOTH,
+        ["rdma_verify_timeout_s (0) 1 or more seconds"],
+    ),
+    # Addresses and ports the services cannot bind on the host: one the host does not have,
+    # one that is no address, the weights' copy port where sshd listens.
+    (
+        "services_that_cannot_bind",
+        [
+            "monitoring_listen_address=1.2.3.4",
+            "vllm_server_host=10.0.0.999",
+            "model_weights_copy_port=22",
+        ],
+        BOTH,
+        [
+            "monitoring_listen_address is 1.2.3.4, an address this host does not have",
+            "vllm_server_host is '10.0.0.999', which is no IPv4 address",
+            "model_weights_copy_port is 22, where sshd",
+        ],
+    ),
+    (
+        "weights_space_margin_negative",
+        ["model_weights_space_margin_gib=-1"],
+        BOTH,
+        ["model_weights_space_margin_gib is -1", "expected 0 or more GiB"],
+    ),
+    (
+        "bench_request_timeout_zero",
+        ["benchmark_request_timeout=0"],
+        ("localhost",),
+        ["benchmark_request_timeout is 0; expected 1 or more seconds"],
+    ),
     # What `llmfleet bench` refuses is refused by the check first.
     (
         "bench_url_not_http",
@@ -486,6 +540,13 @@ CHECKS: dict[str, set[str]] = {
     "fabric_interface_absent": {"fabric_interface"},
     "vllm_port_is_rays_dashboard": {"ports"},
     "vllm_port_held_by_sshd": {"ports"},
+    "ping_count_zero": {"fabric_verify"},
+    "shm_size_unreadable": {"ray_node"},
+    "nccl_debug_unknown": {"nccl_env"},
+    "rdma_timeout_zero": {"rdma_verify"},
+    "services_that_cannot_bind": {"ports"},
+    "weights_space_margin_negative": {"model_weights", "vllm_server"},
+    "bench_request_timeout_zero": {"benchmark"},
 }
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
@@ -552,9 +613,9 @@ def test_every_case_has_its_checks_and_the_up_cases_exist() -> None:
 def test_the_batches_hold_every_case_once() -> None:
     packed = [case for _, members in batches(CASES) for case in members]
     assert sorted(case[0] for case in packed) == sorted(case[0] for case in CASES)
-    # The 54 cases take 30 runs: the vLLM settings are one check that 22 cases fail (and
-    # the model's source six more, which leave it unchecked), so no fewer than 28.
-    assert len(batches(CASES)) <= 30
+    # The 61 cases take 31 runs: the vLLM settings are one check that 22 cases fail (and
+    # the model's source seven more, which leave it unchecked), so no fewer than 29.
+    assert len(batches(CASES)) <= 31
 
 
 @pytest.fixture(scope="module")
@@ -569,7 +630,8 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 #   key's form, the ranges of the port, the timeouts and the probe;
 # - variants of a case make test keeps: a model folder that is a file (the missing model),
 #   a weights folder through a file, and the weights' settings that read no host or only
-#   this machine (make test keeps the one that reads the host's disk);
+#   this machine (make test keeps the one that reads the host's disk), and a negative space
+#   margin for them;
 # - two that read what the run will use: the Hub's revisions, the image's packages.
 # The cases that read the host (the model's folder and config, the memory for one request,
 # the disk for the weights, the other hosts of the fabric) stay in.
@@ -583,6 +645,7 @@ EXTENDED_CASES = frozenset(
         "weights_path_relative", "weights_fetched_on_the_controller_from_a_host_folder",
         "weights_from_an_empty_controller_folder", "weights_revision_unknown",
         "suffix_decoding_without_its_package", "supervision_out_of_range",
+        "weights_space_margin_negative",
     }
 )  # fmt: skip
 
