@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -149,3 +150,75 @@ def test_the_launch_is_defined_once_and_no_play_sets_it_by_hand() -> None:
         if name in launch
     }
     assert not set_by_hand
+
+
+# What a role reads of another role's variables, in its Jinja (`{{ }}`, `{% %}`): a name with
+# another role's prefix that is neither declared in the reading role's argument spec nor a
+# fact the owning role sets (set_fact, register). Values a role passes on (a mapping key, such
+# as the vars of an include_role) are no read. The reads of 2026-11-28, each a fallback to
+# the other role's setting; issue 37 moves them to declared collection-wide variables. The
+# set must match: a new read fails here, and one removed is taken off the list.
+CROSS_ROLE_READS = {
+    ("cluster_firewall", "ray_node_port"),
+    ("cluster_firewall", "vllm_server_master_port"),
+    ("monitoring", "vllm_server_port"),
+    ("preflight", "ray_node_container_name"),
+    ("preflight", "vllm_server_config_dir"),
+    ("ray_node", "gpu_container_record_file"),
+    ("ray_node", "nccl_env_file"),
+    ("ray_node", "vllm_server_config_dir"),
+    ("vllm_server", "gpu_container_record_file"),
+    ("vllm_server", "nccl_env_file"),
+    ("vllm_server", "ray_node_config_dir"),
+    ("vllm_server", "ray_node_container_name"),
+    ("vllm_server", "ray_node_image"),
+    ("vllm_server", "ray_node_port"),
+}
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+_NAME = re.compile(r"\b_{0,2}[a-z][a-z0-9_]*\b")
+
+
+def _owner(name: str, roles: list[str]) -> str | None:
+    bare = name.lstrip("_")
+    owners = [role for role in roles if bare.startswith(f"{role}_")]
+    return max(owners, key=len) if owners else None
+
+
+def _facts_set(role: str) -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "roles" / role / "tasks").rglob("*.yml"):
+        text = path.read_text()
+        names |= set(re.findall(r"register:\s*(\w+)", text))
+        for block in re.findall(r"set_fact:\s*\n((?:[ \t]+\w+:.*\n?)+)", text):
+            names |= set(re.findall(r"^\s+(\w+):", block, re.M))
+    return names
+
+
+def _declared(role: str) -> set[str]:
+    """Every option of every entry point of the role's argument spec."""
+    spec = load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
+    return {name for entry in spec.values() for name in entry.get("options") or {}}
+
+
+def test_roles_read_no_other_roles_variables_but_the_known_fallbacks() -> None:
+    facts = {role: _facts_set(role) for role in ROLES}
+    reads = set()
+    for role in ROLES:
+        declared = _declared(role)
+        for folder in ("tasks", "templates", "vars", "defaults", "handlers"):
+            for path in (ROOT / "roles" / role / folder).rglob("*"):
+                if not path.is_file():
+                    continue
+                for expression in _JINJA.findall(path.read_text(errors="ignore")):
+                    for name in _NAME.findall(expression):
+                        owner = _owner(name, ROLES)
+                        if (
+                            owner not in (None, role)
+                            and name not in declared
+                            and name not in facts[owner]
+                        ):
+                            reads.add((role, name))
+    assert reads == CROSS_ROLE_READS, (
+        f"new: {sorted(reads - CROSS_ROLE_READS)}; gone (take them off the list):"
+        f" {sorted(CROSS_ROLE_READS - reads)}"
+    )
