@@ -154,14 +154,18 @@ def ports_held_elsewhere(ports, listening):
     return problems
 
 
+def _mapping(settings, name):
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError(f"{name} needs a mapping, got {type(settings).__name__}")
+    return settings
+
+
 def range_problems(settings):
     """Problems of a ``{variable: [value, low, high, unit]}`` mapping of numbers that must lie in
     ``low..high`` (``high`` None: no upper bound; ``unit`` may be empty): not a number, or
     outside the range. Variables whose value is empty or None are ignored."""
-    if not isinstance(settings, dict):
-        raise AnsibleFilterError(f"range_problems needs a mapping, got {type(settings).__name__}")
     problems = []
-    for variable, spec in settings.items():
+    for variable, spec in _mapping(settings, "range_problems").items():
         if not isinstance(spec, (list, tuple)) or len(spec) != 4:
             raise AnsibleFilterError(
                 f"range_problems: {variable} needs [value, low, high, unit], got {spec!r}"
@@ -253,9 +257,12 @@ def env_file_problems(env, variable):
 
 
 def _settings(settings, name):
-    if not isinstance(settings, dict):
-        raise AnsibleFilterError(f"{name} needs a mapping, got {type(settings).__name__}")
-    return {variable: value for variable, value in settings.items() if value not in (None, "")}
+    """The settings of a ``{variable: value}`` mapping that have a value."""
+    return {
+        variable: value
+        for variable, value in _mapping(settings, name).items()
+        if value not in (None, "")
+    }
 
 
 def byte_size_problems(settings):
