@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.formatters import human_to_bytes
@@ -158,6 +159,26 @@ def _mapping(settings, name):
     if not isinstance(settings, dict):
         raise AnsibleFilterError(f"{name} needs a mapping, got {type(settings).__name__}")
     return settings
+
+
+def failed_checks(checks):
+    """The problems of the checks that failed, in their order: ``checks`` is a list of
+    ``{passed: bool, problem: str}``. Several checks of a role in one task (one round for
+    every host, every problem at once); a problem is read only when its check failed, so it
+    may name values that exist only then (Ansible templates it when read)."""
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
+        raise AnsibleFilterError(f"failed_checks needs a list, got {type(checks).__name__}")
+    problems = []
+    for index, check in enumerate(checks):
+        passed = check.get("passed") if isinstance(check, Mapping) else None
+        if not isinstance(passed, bool):
+            raise AnsibleFilterError(
+                f"failed_checks: check {index + 1} needs passed (true or false) and problem,"
+                f" got passed={passed!r}"
+            )
+        if not passed:
+            problems.append(str(check["problem"]))
+    return problems
 
 
 def range_problems(settings):
@@ -332,6 +353,7 @@ class FilterModule:
             "parallel_layout_problems": parallel_layout_problems,
             "port_collisions": port_collisions,
             "range_problems": range_problems,
+            "failed_checks": failed_checks,
             "ports_held_elsewhere": ports_held_elsewhere,
             "secret_problems": secret_problems,
             "env_file_problems": env_file_problems,

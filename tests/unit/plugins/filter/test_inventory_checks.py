@@ -10,6 +10,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import
     bind_address_problems,
     byte_size_problems,
     env_file_problems,
+    failed_checks,
     parallel_layout_problems,
     port_collisions,
     ports_held_elsewhere,
@@ -121,6 +122,7 @@ def test_filters_are_registered() -> None:
         "port_collisions",
         "ports_held_elsewhere",
         "range_problems",
+        "failed_checks",
         "secret_problems",
         "env_file_problems",
         "byte_size_problems",
@@ -298,3 +300,30 @@ def test_the_form_checks_need_a_mapping() -> None:
     for check in (byte_size_problems, absolute_path_problems):
         with pytest.raises(AnsibleFilterError, match="needs a mapping"):
             check(["16g"])
+
+
+class _ProblemReadOnce(dict):  # a check whose problem must not be read when it passed
+    def __getitem__(self, key: str) -> object:
+        if key == "problem":
+            raise AssertionError("the problem of a check that passed was read")
+        return super().__getitem__(key)
+
+
+def test_failed_checks_give_the_problems_of_the_failed_checks_in_order() -> None:
+    checks = [
+        {"passed": False, "problem": "a is 1; expected 2"},
+        _ProblemReadOnce(passed=True, problem="never read"),
+        {"passed": False, "problem": "c is empty; expected a name"},
+    ]
+    assert failed_checks(checks) == ["a is 1; expected 2", "c is empty; expected a name"]
+    assert failed_checks([{"passed": True, "problem": "x"}]) == []
+    assert failed_checks([]) == []
+
+
+@pytest.mark.parametrize(
+    "checks",
+    [[{"passed": "False", "problem": "x"}], [{"problem": "x"}], ["x"], "x", {"passed": True}],
+)
+def test_failed_checks_refuse_a_check_without_a_boolean(checks: object) -> None:
+    with pytest.raises(AnsibleFilterError, match="failed_checks"):
+        failed_checks(checks)
