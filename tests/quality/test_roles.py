@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from llmfleet import roledocs
+from llmfleet.declared_variables import declarations
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
@@ -194,17 +195,15 @@ def _facts_set(role: str) -> set[str]:
     return names
 
 
-def _declared(role: str) -> set[str]:
-    """Every option of every entry point of the role's argument spec."""
-    spec = load(ROOT / "roles" / role / "meta" / "argument_specs.yml")["argument_specs"]
-    return {name for entry in spec.values() for name in entry.get("options") or {}}
-
-
 def test_roles_read_no_other_roles_variables_but_the_known_fallbacks() -> None:
     facts = {role: _facts_set(role) for role in ROLES}
+    # Every option of every entry point of each role's argument spec, as the CLI reads them.
+    declared_by: dict[str, set[str]] = {}
+    for declaration in declarations(ROOT):
+        declared_by.setdefault(declaration.source, set()).add(declaration.name)
     reads = set()
     for role in ROLES:
-        declared = _declared(role)
+        declared = declared_by.get(f"roles/{role}/meta/argument_specs.yml", set())
         for folder in ("tasks", "templates", "vars", "defaults", "handlers"):
             for path in (ROOT / "roles" / role / folder).rglob("*"):
                 if not path.is_file():
