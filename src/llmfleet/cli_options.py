@@ -41,10 +41,10 @@ _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def parse_extra_vars(values: list[str], declared: DeclaredVariables) -> list[dict[str, Any] | Path]:
     """Turn ``-e`` values into run_playbook's ``extravars``, keeping their order.
 
-    ``KEY=VALUE`` (one pair; the value is a string, as with ansible, but an int, a float or a
-    bool where ``declared`` says KEY is one), ``@FILE`` (YAML or JSON file) or a JSON object
-    (``'{"vllm_port": 8001}'``), both passed as they are. Raises ``ValueError`` on anything
-    else, or on a value that is not of its declared type.
+    ``KEY=VALUE`` (one pair; the value is a string, as with ansible, but an int, a float, a
+    bool, a list or a dict where ``declared`` says KEY is one), ``@FILE`` (YAML or JSON file)
+    or a JSON object (``'{"vllm_port": 8001}'``), both passed as they are. Raises
+    ``ValueError`` on anything else, or on a value that is not of its declared type.
     """
     out: list[dict[str, Any] | Path] = []
     for raw in values:
@@ -116,10 +116,10 @@ ExtraVarsOption = Annotated[
         "-e",
         "--extra-vars",
         help="[cyan]KEY=VALUE[/cyan], [cyan]@FILE[/cyan] (YAML/JSON) or a JSON object; "
-        "repeatable, later ones win. A VALUE becomes a number or a boolean where KEY is declared "
-        "one (a role's argument spec, [cyan]meta/collection_variables.yml[/cyan]), else stays a "
-        "string; a KEY with the collection's or a role's prefix that nothing declares is "
-        "warned about.",
+        "repeatable, later ones win. A VALUE becomes a number, a boolean, a list ([cyan]a,b[/cyan] "
+        "or [cyan]\\[a, b][/cyan]) or a dict where KEY is declared one (a role's argument spec, "
+        "[cyan]meta/collection_variables.yml[/cyan]), else stays a string; a KEY with the "
+        "collection's or a role's prefix that nothing declares is warned about.",
         show_default=False,
     ),
 ]

@@ -7,8 +7,10 @@ variables that the roles' defaults, the playbooks, the filters and the CLI read.
 ``ansible-playbook -e KEY=VALUE`` passes VALUE as a string, and a check that wants a number
 (``serving.gpu_memory_utilization is '0.70'; expected a number``) refuses it. :meth:`typed`
 converts it to the declared ``int``, ``float`` or ``bool`` with ansible's own conversions (those
-of a module's argument spec, ``yes``/``no``/``on``/``off``/``1``/``0`` ... for a bool); any
-other type, and a name nothing declares, keeps the string.
+of a module's argument spec, ``yes``/``no``/``on``/``off``/``1``/``0`` ... for a bool), to a
+``list`` from ``a,b`` or ``[a, b]`` (each element to the declared ``elements`` type) and to a
+``dict`` from ``k=v k2=v2`` or ``{k: v}``; any other type, and a name nothing declares, keeps
+the string.
 
 A name with the collection's prefix (``llmfleet_``) or a role's (``vllm_server_``) that nothing
 declares is most likely a typo: :meth:`undeclared` names it with the closest declared name.
@@ -27,6 +29,7 @@ from typing import Any
 import yaml
 from ansible.module_utils.common.validation import (  # type: ignore[import-untyped]
     check_type_bool,
+    check_type_dict,
     check_type_float,
     check_type_int,
 )
@@ -35,7 +38,7 @@ REGISTRY = Path("meta", "collection_variables.yml")
 COLLECTION_PREFIX = "llmfleet_"
 INTERNAL_PREFIX = "__"
 # The declared types a string from `-e KEY=VALUE` is converted to (the others stay strings:
-# str, path and raw are strings already; a list or dict comes as JSON or from a file).
+# str, path and raw are strings already).
 _WHOLE_NUMBER = re.compile(r"\s*[+-]?\d+\s*")
 
 
@@ -48,25 +51,60 @@ def _number(value: Any) -> Any:
     return check_type_float(value)
 
 
+def _flow(value: str, kind: type) -> Any:
+    """``[a, b]`` or ``{k: v}`` as YAML reads it (JSON is YAML); TypeError when it is not one
+    ``kind``."""
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise TypeError(value) from None
+    if not isinstance(parsed, kind):
+        raise TypeError(value)
+    return parsed
+
+
+def _list(value: str) -> list[Any]:
+    """``a,b`` (ansible's argument spec splits on commas; the blanks around an item go) or a
+    YAML/JSON list; nothing at all is the empty list."""
+    text = value.strip()
+    if text.startswith("["):
+        return list(_flow(text, list))
+    return [item.strip() for item in text.split(",")] if text else []
+
+
+def _dict(value: str) -> dict[Any, Any]:
+    """``k=v k2=v2`` (ansible's argument spec) or a YAML/JSON mapping."""
+    text = value.strip()
+    return dict(_flow(text, dict)) if text.startswith("{") else dict(check_type_dict(text))
+
+
 _CONVERSIONS: dict[str, Callable[[Any], Any]] = {
     "int": check_type_int,
     "float": _number,
     "bool": check_type_bool,
+    "list": _list,
+    "dict": _dict,
 }
+# What a list's elements may be converted to (a list of lists stays as YAML gave it).
+_SCALARS = ("int", "float", "bool")
 _EXPECTED = {
     "int": "an int",
     "float": "a float",
     "bool": "a bool (yes/no, true/false, on/off, 1/0)",
+    "list": "a list (a,b or [a, b])",
+    "dict": "a dict (k=v k2=v2 or {k: v})",
 }
 
 
 @dataclass(frozen=True)
 class Declaration:
-    """One variable as one file declares it: its type, and the file (relative to the root)."""
+    """One variable as one file declares it: its type (and a list's elements' type), and the
+    file (relative to the root)."""
 
     name: str
     type: str
     source: str
+    elements: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +140,13 @@ def collection_variables(root: Path) -> dict[str, dict[str, Any]]:
     return dict(document.get("collection_variables") or {})
 
 
+def _declaration(name: str, option: dict[str, Any], source: str) -> Declaration:
+    elements = option.get("elements")
+    return Declaration(
+        name, str(option.get("type", "str")), source, None if elements is None else str(elements)
+    )
+
+
 def declarations(root: Path) -> list[Declaration]:
     """Every declaration of the collection: each role's options (every entry point), then the
     registry's variables. A name may be declared more than once (a role's entry points)."""
@@ -111,9 +156,9 @@ def declarations(root: Path) -> list[Declaration]:
         specs = (_load_yaml(path) or {}).get("argument_specs")
         for entry in (specs or {}).values():
             for name, option in (entry.get("options") or {}).items():
-                found.append(Declaration(name, str(option.get("type", "str")), source))
+                found.append(_declaration(name, option, source))
     for name, entry in collection_variables(root).items():
-        found.append(Declaration(name, str(entry.get("type", "str")), REGISTRY.as_posix()))
+        found.append(_declaration(name, entry, REGISTRY.as_posix()))
     return found
 
 
@@ -137,7 +182,8 @@ class DeclaredVariables:
 
     def typed(self, name: str, value: str) -> Any:
         """``value`` (from ``-e name=value``) as the type ``name`` is declared with: an int, a
-        float or a bool; the string itself for any other type or an undeclared name.
+        float, a bool, a list (its elements of their declared int, float or bool) or a dict;
+        the string itself for any other type or an undeclared name.
 
         Raises ``ValueError`` naming the variable, the value and the type when it does not
         convert."""
@@ -145,13 +191,20 @@ class DeclaredVariables:
         convert = _CONVERSIONS.get(declaration.type) if declaration else None
         if declaration is None or convert is None:
             return value
+        expected = _EXPECTED[declaration.type]
+        convert_element = None
+        if declaration.type == "list" and declaration.elements in _SCALARS:
+            convert_element = _CONVERSIONS[declaration.elements]
+            expected = f"a list of {declaration.elements}s (a,b or [a, b])"
         try:
-            return convert(value)
-        except TypeError:
+            converted = convert(value)
+            if convert_element is not None:
+                converted = [convert_element(item) for item in converted]
+        except (TypeError, ValueError):
             raise ValueError(
-                f"{name} is {value!r}; expected {_EXPECTED[declaration.type]} "
-                f"(declared in {declaration.source})"
+                f"{name} is {value!r}; expected {expected} (declared in {declaration.source})"
             ) from None
+        return converted
 
     def undeclared(self, names: Iterable[str]) -> list[Undeclared]:
         """The names with a declared prefix that nothing declares, each with the closest

@@ -115,6 +115,8 @@ def test_every_command_types_key_value(runs: Runs, command: str) -> None:
         "llmfleet_vllm_profile=1",  # a str stays one
         "custom_setting=0.5",  # nothing declares it: as given
         '{"vllm_server_max_num_seqs": "16"}',  # JSON: as written
+        'cluster_firewall_api_hosts=["gateway-1"]',  # a list, as JSON
+        "benchmark_fabric_ports=1, 2",  # a list of ints, as ansible splits it
     )
     assert runs.extravars, "the command ran no playbook"
     variables = runs.variables()
@@ -124,6 +126,8 @@ def test_every_command_types_key_value(runs: Runs, command: str) -> None:
     assert variables["llmfleet_vllm_profile"] == "1"
     assert variables["custom_setting"] == "0.5"
     assert variables["vllm_server_max_num_seqs"] == "16"
+    assert variables["cluster_firewall_api_hosts"] == ["gateway-1"]
+    assert variables["benchmark_fabric_ports"] == [1, 2]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -188,7 +192,7 @@ def test_the_help_says_which_values_are_typed(monkeypatch: pytest.MonkeyPatch) -
     result = runner.invoke(app, ["check", "--help"])
     out = " ".join(result.output.replace("│", " ").split())
     assert "--strict" in out
-    assert "A VALUE becomes a number or a boolean where KEY is declared one" in out
+    assert "A VALUE becomes a number, a boolean, a list (a,b or [a, b]) or a dict where" in out
     assert "else stays a string" in out
 
 

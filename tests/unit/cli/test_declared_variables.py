@@ -3,6 +3,7 @@ type as ansible's argument spec converts them, and names nothing declares with t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ OPTIONS = {
     "demo_name": {"type": "str", "description": "Name."},
     "demo_dir": {"type": "path", "description": "Folder."},
     "demo_hosts": {"type": "list", "elements": "str", "description": "Hosts."},
+    "demo_ports": {"type": "list", "elements": "int", "description": "Ports."},
+    "demo_labels": {"type": "dict", "description": "Labels."},
     "demo_untyped": {"description": "A str by default."},
 }
 SPEC = {
@@ -60,6 +63,7 @@ def test_every_entry_point_and_the_registry_declare(collection: Path) -> None:
     assert Declaration("demo_port", "int", spec) in found
     assert Declaration("demo_check_only", "str", spec) in found
     assert Declaration("demo_untyped", "str", spec) in found
+    assert Declaration("demo_ports", "list", spec, "int") in found
     assert Declaration("llmfleet_fabric_mtu", "int", "meta/collection_variables.yml") in found
     assert collection_variables(collection)["llmfleet_fabric_mtu"]["read_by"] == ["demo"]
 
@@ -96,7 +100,19 @@ def test_a_collection_without_a_registry_declares_only_its_roles_options(
         ("demo_name", "0.70", "0.70"),
         ("demo_untyped", "1", "1"),
         ("demo_dir", "~/x", "~/x"),
-        ("demo_hosts", "a,b", "a,b"),
+        # A list as ansible's argument spec splits it, or as YAML/JSON; its elements typed.
+        ("demo_hosts", "a,b", ["a", "b"]),
+        ("demo_hosts", "spark-1, spark-2", ["spark-1", "spark-2"]),
+        ("demo_hosts", '["nohost"]', ["nohost"]),
+        ("demo_hosts", "[spark-1, spark-2]", ["spark-1", "spark-2"]),
+        ("demo_hosts", "", []),
+        ("demo_hosts", "[]", []),
+        ("demo_ports", "8000,8001", [8000, 8001]),
+        ("demo_ports", "[8000, '8001']", [8000, 8001]),
+        # A dict as key=value pairs or as YAML/JSON.
+        ("demo_labels", "team=infra site=lab", {"team": "infra", "site": "lab"}),
+        ("demo_labels", '{"team": "infra"}', {"team": "infra"}),
+        ("demo_labels", "{team: infra, port: 1}", {"team": "infra", "port": 1}),
         ("ansible_user", "1", "1"),
         ("llmfleet_not_declared", "yes", "yes"),
     ],
@@ -126,6 +142,15 @@ def test_a_value_gets_its_declared_type(
             " (declared in meta/collection_variables.yml)",
         ),
         (
+            "demo_ports",
+            "8000,http",
+            "demo_ports is '8000,http'; expected a list of ints (a,b or [a, b])",
+        ),
+        ("demo_hosts", "[a, b", "demo_hosts is '[a, b'; expected a list"),
+        ("demo_hosts", "[a]x", "demo_hosts is '[a]x'; expected a list"),
+        ("demo_labels", "{a: 1", "demo_labels is '{a: 1'; expected a dict (k=v k2=v2 or {k: v})"),
+        ("demo_labels", "just words", "demo_labels is 'just words'; expected a dict"),
+        (
             "demo_enabled",
             "maybe",
             "demo_enabled is 'maybe'; expected a bool (yes/no, true/false, on/off, 1/0)",
@@ -135,7 +160,7 @@ def test_a_value_gets_its_declared_type(
 def test_a_value_that_does_not_convert_is_named_with_its_type(
     declared: DeclaredVariables, name: str, value: str, says: str
 ) -> None:
-    with pytest.raises(ValueError, match="^" + says.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match="^" + re.escape(says)):
         declared.typed(name, value)
 
 
