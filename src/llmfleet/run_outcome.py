@@ -21,19 +21,27 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
 
+# The status of a run that ansible ended with success without a host in any play (an empty
+# inventory, or one whose groups are none of those the playbook plays): nothing was done.
+NO_HOSTS = "no_hosts"
+
+
 def exit_code_for(  # noqa: PLR0911 - a decision table reads best as early returns
     *, rc: int | None, status: str, failed_hosts: int, unreachable_hosts: int
 ) -> ExitCode:
     """Map an ansible run's outcome to the CLI's exit code.
 
     ``rc`` is ansible-playbook's return code (None when it never ran), ``status`` ansible-runner's
-    (``successful``, ``failed``, ``canceled``, ``timeout``...), the host counts come from the
+    (``successful``, ``failed``, ``canceled``, ``timeout``...; :data:`NO_HOSTS` when it played on
+    no host, which is no success), the host counts come from the
     recap. ansible-playbook returns 4 both for a parse error and for unreachable hosts, so the
     recap decides: hosts that failed a task win over unreachable ones, and rc 4 with neither is
     a playbook/inventory parse error. Any other non-zero rc means the run did not get going.
     """
     if status == "canceled" or rc in (99, 130, -int(signal.SIGINT)):
         return ExitCode.INTERRUPTED
+    if status == NO_HOSTS:
+        return ExitCode.NOT_STARTED
     if rc == 0 and status == "successful":
         return ExitCode.OK
     if failed_hosts > 0:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llmfleet.run_display import count_text, format_elapsed
-from llmfleet.run_outcome import ExitCode, RunResult
+from llmfleet.run_outcome import NO_HOSTS, ExitCode, RunResult
 
 
 def _recap_lines(result: RunResult, console: Console) -> None:
@@ -64,9 +64,14 @@ def _verdict(result: RunResult) -> Text:
             "Re-run the same command (the playbooks are idempotent).",
             style="bold yellow",
         )
-    return Text(
-        f"ERROR: ansible-playbook exited with rc={result.rc} ({result.status})", style="bold red"
-    )
+    if result.status == NO_HOSTS:
+        why = (
+            "no play had a host: the inventory is empty, or none of its groups is one the "
+            "playbook plays (sparks, gh200, mac_studios...); for the lab, `llmfleet lab up` first"
+        )
+    else:
+        why = f"ansible-playbook exited with rc={result.rc} ({result.status})"
+    return Text(f"ERROR: {why}", style="bold red")
 
 
 def render_recap(result: RunResult, console: Console, *, plain: bool) -> None:

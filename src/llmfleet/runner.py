@@ -24,7 +24,7 @@ from llmfleet.paths import ansible_env, collection_root
 from llmfleet.run_artifacts import make_private_folder, run_ident, scrub, secret_values
 from llmfleet.run_cancel import sigint_to_cancel
 from llmfleet.run_display import RunProgress
-from llmfleet.run_outcome import ExitCode, RunResult
+from llmfleet.run_outcome import NO_HOSTS, ExitCode, RunResult
 from llmfleet.run_recap import render_recap
 
 # How many runs' records a folder of artifacts keeps (ansible-runner's rotate_artifacts).
@@ -144,7 +144,7 @@ def run_playbook(
 
     result = RunResult(
         rc=r.rc if isinstance(r.rc, int) else 1,
-        status=str(r.status),
+        status=_status(str(r.status), progress),
         stats=progress.final_stats or {h: row.stats for h, row in progress.hosts.items()},
         failures=list(progress.failures),
         elapsed=time.monotonic() - progress.started,
@@ -160,6 +160,12 @@ def run_playbook(
     if recap or result.exit_code != ExitCode.OK:
         render_recap(result, console, plain=plain)
     return result
+
+
+def _status(status: str, progress: RunProgress) -> str:
+    """ansible-runner's status of the run, but :data:`NO_HOSTS` for a success whose recap
+    names no host: no play had one, and nothing was done."""
+    return NO_HOSTS if status == "successful" and progress.final_stats == {} else status
 
 
 def _keep_artifacts(kwargs: dict[str, Any], artifacts: Path | None, playbook: Path) -> Path | None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from llmfleet.run_outcome import ExitCode, Failure, HostStats, RunResult, exit_code_for
+from llmfleet.run_outcome import (
+    NO_HOSTS,
+    ExitCode,
+    Failure,
+    HostStats,
+    RunResult,
+    exit_code_for,
+)
 
 
 @pytest.mark.parametrize(
@@ -55,3 +62,8 @@ def test_run_result_counts_hosts_from_stats_and_failures() -> None:
     result.failures.append(Failure(host="a", task="t", msg="boom"))
     assert result.failed_hosts == ["a"]
     assert result.exit_code is ExitCode.HOST_FAILED
+
+
+def test_a_run_that_played_on_no_host_is_no_success() -> None:
+    result = RunResult(rc=0, status=NO_HOSTS)
+    assert result.exit_code is ExitCode.NOT_STARTED

@@ -122,6 +122,20 @@ def test_parse_error_exits_4(fake_collection: Any) -> None:
     assert "could not parse" in out
 
 
+def test_a_run_on_an_inventory_without_hosts_is_an_error_not_ok(fake_collection: Any) -> None:
+    # As `llmfleet up -i inventory/lab` before `llmfleet lab up`: every play matches no host,
+    # and ansible ends with success.
+    fake_collection.inventory.write_text("[sparks]\n")
+    fake_collection.write_site(
+        "- name: Serve\n  hosts: sparks\n  tasks:\n    - name: x\n"
+        "      ansible.builtin.debug: {msg: 1}\n"
+    )
+    code, out = _up(fake_collection)
+    assert code == 1, out
+    assert "no play had a host: the inventory is empty" in out
+    assert "OK" not in out
+
+
 def test_unreachable_exits_3(fake_collection: Any, play: Callable[[str], str]) -> None:
     fake_collection.inventory.write_text(
         "ghost ansible_host=127.0.0.1 ansible_port=1 ansible_connection=ssh "
