@@ -8,15 +8,7 @@ import posixpath
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
-    model_problem as speculative_model_problem,
-)
-from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
-    rendered as speculative_rendered,
-)
-from ansible_collections.llmfleet.cluster.plugins.module_utils._speculative import (
-    shape_problem as speculative_shape_problem,
-)
+from ansible_collections.llmfleet.cluster.plugins.module_utils import _speculative
 
 # Profile keys that map one-to-one onto a `vllm serve` option (underscores -> dashes).
 PROFILE_OPTIONS = (
@@ -113,7 +105,7 @@ def _check_profile(profile):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
     speculative = profile.get("speculative_config")
     if not _empty(speculative):
-        problem = speculative_shape_problem(speculative, profile.get("args"))
+        problem = _speculative.shape_problem(speculative, profile.get("args"))
         if problem:
             raise AnsibleFilterError(f"vLLM profile {problem}")
     check_values(profile)
@@ -234,7 +226,7 @@ def _special_options(profile):
     if not _empty(profile.get("reasoning_parser")):
         options["reasoning-parser"] = profile["reasoning_parser"]
     if not _empty(profile.get("speculative_config")):
-        options["speculative-config"] = speculative_rendered(profile["speculative_config"])
+        options["speculative-config"] = _speculative.rendered(profile["speculative_config"])
     if not _empty(profile.get("generation_config")):
         options["override-generation-config"] = json.dumps(
             profile["generation_config"], separators=(",", ":"), sort_keys=True
@@ -428,8 +420,18 @@ def python_package_problems(report, requirements, where):
 def speculative_model_problems(profile, model_config):
     """Why the model cannot serve the profile's speculative method (an MTP method and a model
     without MTP layers), as a list of one sentence or none."""
-    problem = speculative_model_problem((profile or {}).get("speculative_config"), model_config)
+    problem = _speculative.model_problem((profile or {}).get("speculative_config"), model_config)
     return [problem] if problem else []
+
+
+def vllm_profile_problems(profile, launch):
+    """Why ``profile`` renders no `vllm serve` configuration for ``launch`` (the sentence
+    vllm_serve_config fails with), as a list of one sentence or none."""
+    try:
+        vllm_serve_config(profile, launch)
+    except AnsibleFilterError as error:
+        return [error.message]
+    return []
 
 
 class FilterModule:
@@ -438,6 +440,7 @@ class FilterModule:
     def filters(self):
         return {
             "vllm_serve_config": vllm_serve_config,
+            "vllm_profile_problems": vllm_profile_problems,
             "smoke_failures": smoke_failures,
             "vllm_python_files": vllm_python_files,
             "python_package_names": python_package_names,

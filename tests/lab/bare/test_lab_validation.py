@@ -198,7 +198,20 @@ CASES = [
         BOTH,
         ["args sets 'tensor-parallel-size'"],
     ),
-    ("unknown_profile_key", [overrides(max_len=4096)], BOTH, ["unknown keys ['max_len']"]),
+    # The settings check says every problem at once: a key the profile does not know (a
+    # filter's error in it once hid them all) and a model name the clients ask for that the
+    # profile does not serve.
+    (
+        "unknown_profile_key_and_clients_model_not_served",
+        [overrides(max_len=4096), "llmfleet_served_model=my model"],
+        BOTH,
+        [
+            "profile tiny_lab (vllm_server_profiles, with vllm_server_profile_overrides merged in):"
+            " vLLM profile has unknown keys ['max_len']",
+            'llmfleet_served_model is "my model", the model Claude Code, claude-code-router and the'
+            " benchmark ask for, but profile tiny_lab serves llmfleet-tiny",
+        ],
+    ),
     (
         "model_missing",
         [overrides(model="/opt/models/absent")],
@@ -408,6 +421,7 @@ CASES = [
         [
             "nccl_env_interface (llmfleet_fabric_interface) is enp9s0f0np0, ray_node_interface"
             " (llmfleet_fabric_interface) is enp9s0f0np0, vllm_server_fabric_interface"
+            " (llmfleet_fabric_interface) is enp9s0f0np0, model_weights_copy_interface"
             " (llmfleet_fabric_interface) is enp9s0f0np0, which this host does not have; expected"
             " one of its interfaces (",
             "enp1s0f1np1",
@@ -551,7 +565,8 @@ CHECKS: dict[str, set[str]] = {
 VLLM_CASES = (
     "unknown_profile", "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
     "context_above_the_model", "kv_cache_below_one_request", "key_in_profile_args",
-    "tensor_parallel_in_args", "unknown_profile_key", "model_missing", "ray_client_address",
+    "tensor_parallel_in_args", "unknown_profile_key_and_clients_model_not_served", "model_missing",
+    "ray_client_address",
     "placeholder_key", "short_key", "model_folder_is_a_file", "tool_call_parser_unknown",
     "env_value_with_a_line_break", "suffix_decoding_without_its_package",
     "speculative_decoding_with_a_logits_processor", "supervision_out_of_range",
@@ -627,7 +642,8 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 # the check it fails also holds a case of make test's or stops at its first problem (on
 # CI's machine a run of the validation play takes about a minute, 2026-11-28):
 # - values refused by vllm_server's check whatever the host: a field of the profile, the
-#   key's form, the ranges of the port, the timeouts and the probe;
+#   key's form, the ranges of the port, the timeouts and the probe (make test keeps one run
+#   of that check, a key the profile does not know with a model name it does not serve);
 # - variants of a case make test keeps: a model folder that is a file (the missing model),
 #   a weights folder through a file, and the weights' settings that read no host or only
 #   this machine (make test keeps the one that reads the host's disk), and a negative space
@@ -638,8 +654,8 @@ def bare_state(lab: Lab) -> Iterator[dict[str, str]]:
 EXTENDED_CASES = frozenset(
     {
         "profile_utilization_zero", "max_model_len_128k", "max_num_seqs_zero",
-        "key_in_profile_args", "tensor_parallel_in_args", "unknown_profile_key",
-        "ray_client_address", "placeholder_key", "short_key", "tool_call_parser_unknown",
+        "key_in_profile_args", "tensor_parallel_in_args", "ray_client_address",
+        "placeholder_key", "short_key", "tool_call_parser_unknown",
         "env_value_with_a_line_break", "speculative_decoding_with_a_logits_processor",
         "port_out_of_range", "model_folder_is_a_file", "weights_folder_is_a_file",
         "weights_path_relative", "weights_fetched_on_the_controller_from_a_host_folder",

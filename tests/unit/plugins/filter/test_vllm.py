@@ -12,6 +12,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.vllm import (
     FilterModule,
     smoke_failures,
+    vllm_profile_problems,
     vllm_serve_config,
 )
 
@@ -274,3 +275,21 @@ def test_smoke_failures_say_the_url_the_status_and_the_body(result: dict, senten
 def test_smoke_failures_needs_a_loops_results() -> None:
     with pytest.raises(AnsibleFilterError, match="a list"):
         smoke_failures({"results": []})
+
+
+def test_profile_problems_are_the_sentence_the_render_fails_with() -> None:
+    # The overrides of one profile given keyed by its name (as vllm_server_profiles is): a key
+    # the profile does not know. A check lists it with the role's other problems.
+    keyed = {**TINY, "tiny_lab": {"tool_call_parser": "hermess"}}
+    problems = vllm_profile_problems(keyed, {"host": "0.0.0.0"})
+    assert len(problems) == 1
+    assert problems[0].startswith("vLLM profile has unknown keys ['tiny_lab']")
+    with pytest.raises(AnsibleFilterError, match=re.escape(problems[0])):
+        vllm_serve_config(keyed, {"host": "0.0.0.0"})
+    assert vllm_profile_problems({"served_model_name": "x"}, {"host": "0.0.0.0"}) == [
+        "vLLM profile has no 'model' (a Hugging Face id or a local path)"
+    ]
+    assert vllm_profile_problems(TINY, {}) == [
+        "the API needs an explicit bind address (launch 'host')"
+    ]
+    assert vllm_profile_problems(TINY, {"host": "0.0.0.0"}) == []
