@@ -205,7 +205,7 @@ def _run(
 ) -> None:
     """Run a playbook with the live display and exit with its exit code; with ``as_json``
     the display goes to stderr and the result, as JSON, to stdout. ``strict`` refuses ``-e``
-    variables nothing declares (:func:`start`)."""
+    and inventory variables nothing declares (:func:`start`)."""
     _, extravars = start(inventory, extra_vars, strict=strict)
     try:
         result = run_playbook(
@@ -239,9 +239,10 @@ def check(
         bool,
         typer.Option(
             "--strict",
-            help="Refuse (exit 1, before anything runs) a [cyan]-e[/cyan] variable with the "
-            "collection's prefix ([cyan]llmfleet_[/cyan]) or a role's that nothing declares, "
-            "most likely a typo; without it, a warning names the closest declared variable.",
+            help="Refuse (exit 1, before anything runs) a variable of [cyan]-e[/cyan] or of "
+            "the inventory's files with the collection's prefix ([cyan]llmfleet_[/cyan]) or a "
+            "role's that nothing declares, most likely a typo; without it, a warning names the "
+            "closest declared variable.",
         ),
     ] = False,
 ) -> None:

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
 from llmfleet.declared_variables import DeclaredVariables
+from llmfleet.inventory_files import load as load_vars_file
 from llmfleet.run_outcome import ExitCode
-from llmfleet.vault_check import VarsFileLoader
 
 _err = Console(stderr=True)
 
@@ -74,20 +73,12 @@ def parse_extra_vars(values: list[str], declared: DeclaredVariables) -> list[dic
     return out
 
 
-def _file_vars(path: Path) -> Any:
-    """A vars file as YAML (JSON is YAML); None when it cannot be read (ansible says why)."""
-    try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=VarsFileLoader)  # noqa: S506 - a SafeLoader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-
-
 def extra_var_names(extravars: list[dict[str, Any] | Path]) -> list[str]:
     """The names the parsed ``-e`` values set, in order: a mapping's keys and a file's top-level
     keys (none from a file that is not a mapping, e.g. one encrypted whole by ansible-vault)."""
     names: list[str] = []
     for item in extravars:
-        found = _file_vars(item) if isinstance(item, Path) else item
+        found = load_vars_file(item) if isinstance(item, Path) else item
         if isinstance(found, dict):
             names += [str(name) for name in found]
     return names

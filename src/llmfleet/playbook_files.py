@@ -22,6 +22,7 @@ from llmfleet.cli_options import (
     warn,
 )
 from llmfleet.declared_variables import DeclaredVariables
+from llmfleet.inventory_files import variable_names
 from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.run_outcome import RunResult
 from llmfleet.runner import RunnerError, run_playbook
@@ -34,7 +35,8 @@ def start(
     """The collection and the parsed ``-e`` values, typed as the collection declares them; exit 1
     saying why when one is wrong, or when the inventory holds vaulted values and no vault
     password is given (:mod:`llmfleet.vault_check`). A name with a declared prefix that
-    nothing declares (a typo) is warned about, or with ``strict`` refused (exit 1)."""
+    nothing declares (a typo), given with ``-e`` or in the inventory's files, is warned about,
+    or with ``strict`` refused (exit 1)."""
     if not inventory.exists():
         raise fail(f"inventory not found: {inventory} (pass an inventory file or directory)")
     try:
@@ -47,11 +49,20 @@ def start(
     if problem:
         raise fail(f"{inventory}: {problem}")
     typos = [f"-e {typo.message()}" for typo in declared.undeclared(extra_var_names(extravars))]
+    typos += _inventory_typos(inventory, declared)
     for message in typos:
         (error if strict else warn)(message)
     if strict and typos:
-        raise fail("--strict: -e may only set variables the collection declares")
+        raise fail("--strict: -e and the inventory may only set variables the collection declares")
     return root, extravars
+
+
+def _inventory_typos(inventory: Path, declared: DeclaredVariables) -> list[str]:
+    """Each variable of the inventory's files with a declared prefix that nothing declares,
+    with its file and the closest declared name."""
+    found = variable_names(inventory)
+    unknown = {typo.name: typo for typo in declared.undeclared(name for _, name in found)}
+    return [f"{path}: {unknown[name].message()}" for path, name in found if name in unknown]
 
 
 def run_collecting(

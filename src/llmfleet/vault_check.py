@@ -11,34 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
+from llmfleet.inventory_files import Vaulted, inventory_files, load
 
 VAULT_HEADER = "$ANSIBLE_VAULT;"
 # What gives ansible-playbook a vault password without a prompt (the CLI cannot prompt).
 PASSWORD_ENVIRONMENT = ("ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST")
 PASSWORD_SETTINGS = ("vault_password_file", "vault_identity_list")
-# The files of an inventory that can hold variables.
-VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
-
-
-class _Vaulted:
-    """A ``!vault`` value, as VarsFileLoader reads it."""
-
-
-class VarsFileLoader(yaml.SafeLoader):
-    """SafeLoader that reads a vars file whatever tags its values carry: ``!vault`` values as
-    _Vaulted, every other tag as None."""
-
-
-VarsFileLoader.add_constructor("!vault", lambda _loader, _node: _Vaulted())
-VarsFileLoader.add_multi_constructor("!", lambda _loader, _suffix, _node: None)
 
 
 def _vaulted_names(data: Any, prefix: str = "") -> Iterator[str]:
     """The names (``hosts.spark-1.key`` for nested ones) whose value is vaulted."""
     if isinstance(data, dict):
         for key, value in data.items():
-            if isinstance(value, _Vaulted):
+            if isinstance(value, Vaulted):
                 yield f"{prefix}{key}"
             else:
                 yield from _vaulted_names(value, f"{prefix}{key}.")
@@ -47,23 +32,11 @@ def _vaulted_names(data: Any, prefix: str = "") -> Iterator[str]:
             yield from _vaulted_names(item, prefix)
 
 
-def _inventory_files(inventory: Path) -> list[Path]:
-    if inventory.is_file():
-        return [inventory]
-    return sorted(
-        path
-        for path in inventory.rglob("*")
-        if path.is_file()
-        and path.suffix in VARS_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(inventory).parts)
-    )
-
-
 def vaulted(inventory: Path) -> list[tuple[Path, list[str]]]:
     """Each file of ``inventory`` that holds vaulted values, with their names (none for a file
     encrypted whole, whose names cannot be read without the password)."""
     found: list[tuple[Path, list[str]]] = []
-    for path in _inventory_files(inventory):
+    for path in inventory_files(inventory):
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
@@ -71,11 +44,7 @@ def vaulted(inventory: Path) -> list[tuple[Path, list[str]]]:
         if text.lstrip().startswith(VAULT_HEADER):
             found.append((path, []))
         elif "!vault" in text:
-            try:
-                data = yaml.load(text, Loader=VarsFileLoader)  # noqa: S506 - a SafeLoader
-            except yaml.YAMLError:
-                continue  # ansible says what is wrong with it
-            names = list(_vaulted_names(data))
+            names = list(_vaulted_names(load(path)))  # (a file YAML cannot read: none)
             if names:
                 found.append((path, names))
     return found

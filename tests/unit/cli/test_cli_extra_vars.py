@@ -171,9 +171,34 @@ def test_check_strict_refuses_a_typo_before_anything_runs(runs: Runs) -> None:
     assert result.exit_code == 1, result.output
     out = " ".join(result.stderr.split())
     assert "error: -e llmfleet_fabric_mut: did you mean llmfleet_fabric_mtu?" in out
-    assert "--strict: -e may only set variables the collection declares" in out
+    assert "--strict: -e and the inventory may only set variables the collection declares" in out
     assert runs.extravars == []
     assert "OK" not in result.output
+
+
+def test_a_typo_in_the_inventory_is_named_with_its_file(runs: Runs) -> None:
+    """The issue's typo, in the inventory a user copied: it was silently ignored and the
+    default MTU used."""
+    fabric = Path("inventory/sparks/group_vars/sparks/fabric.yml")
+    fabric.write_text(fabric.read_text() + "llmfleet_fabric_mut: 1500\n")
+    hosts = Path("inventory/sparks/hosts.yml")
+    spark_1 = "ansible_host: 192.0.2.11"
+    hosts.write_text(
+        hosts.read_text().replace(spark_1, f"{spark_1}\n          nccl_env_gid_indx: 3")
+    )
+    result = runner.invoke(app, ["check", "-i", "inventory/sparks"])
+    assert result.exit_code == 0, result.output
+    warnings = [
+        line.split(" (")[0] for line in result.stderr.splitlines() if line.startswith("warning:")
+    ]
+    assert warnings == [
+        f"warning: {fabric}: llmfleet_fabric_mut: did you mean llmfleet_fabric_mtu?",
+        f"warning: {hosts}: nccl_env_gid_indx: did you mean nccl_env_gid_index?",
+    ]
+    strict = runner.invoke(app, ["check", "-i", "inventory/sparks", "--strict"])
+    assert strict.exit_code == 1, strict.output
+    assert f"error: {fabric}: llmfleet_fabric_mut: did you mean" in " ".join(strict.stderr.split())
+    assert len(runs.extravars) == 1
 
 
 def test_check_strict_runs_when_every_name_is_declared(runs: Runs) -> None:
