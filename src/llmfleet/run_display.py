@@ -16,6 +16,7 @@ shown, and a ``no_log`` result only ever shows ansible's "censored" notice.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -55,6 +56,15 @@ def is_censored(res: Mapping[str, Any]) -> bool:
     return bool(res.get("_ansible_no_log")) or "censored" in res
 
 
+# ansible-core wraps an error raised while it templates a task's arguments in the chain of
+# what it was doing; the filter's own sentence, which names the variable and the value, is
+# the reason (a template's other errors keep the chain's last part, "Error rendering ...").
+_TEMPLATING_CHAIN = re.compile(
+    r"^Task failed: Finalization of task args for '[^']*' failed: "
+    r"Error while resolving value for '[^']*': (?:The filter plugin '[^']*' failed: )?"
+)
+
+
 def result_details(res: Mapping[str, Any], *, tail: int = TAIL_LINES) -> tuple[str, list[Text]]:
     """The message of a task result and the lines worth printing under it.
 
@@ -66,6 +76,7 @@ def result_details(res: Mapping[str, Any], *, tail: int = TAIL_LINES) -> tuple[s
         return (str(censored) if censored else NO_LOG_NOTICE), []
     raw_msg = res.get("msg", "")
     msg = raw_msg if isinstance(raw_msg, str) else json.dumps(raw_msg, default=str)
+    msg = _TEMPLATING_CHAIN.sub("", msg)
     lines: list[Text] = []
     rc = res.get("rc")
     if isinstance(rc, int) and rc != 0:

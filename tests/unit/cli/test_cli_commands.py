@@ -194,6 +194,25 @@ def test_result_details_never_shows_invocation_or_censored_data() -> None:
     assert lines == []
 
 
+def test_result_details_give_a_filters_sentence_without_ansibles_templating_chain() -> None:
+    # What ansible-core 2.19 said when a filter refused a value in an assert's message.
+    chain = (
+        "Task failed: Finalization of task args for 'ansible.builtin.assert' failed: Error while"
+        " resolving value for 'fail_msg': "
+    )
+    sentence = (
+        "cluster_firewall_allowed_sources has '10.0.0.0/33'; expected an IPv4/IPv6 address"
+        " or network"
+    )
+    filtered = {
+        "msg": chain + "The filter plugin 'llmfleet.cluster.firewall_sources' failed: " + sentence
+    }
+    assert result_details(filtered)[0] == sentence
+    # Another error of the template keeps what it is: it is no filter's sentence.
+    rendering = {"msg": chain + "Error rendering template: can only concatenate list"}
+    assert result_details(rendering)[0] == "Error rendering template: can only concatenate list"
+
+
 def test_result_details_loop_items() -> None:
     res = {
         "msg": "One or more items failed",
