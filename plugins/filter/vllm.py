@@ -135,13 +135,14 @@ def check_values(profile):
                 f"vLLM profile gpu_memory_utilization is {utilization!r}; expected a fraction above"
                 " 0 and at most 1 (e.g. 0.82), the share of each GPU's memory vLLM may take"
             )
+    args = {str(key).replace("-", "_"): value for key, value in (profile.get("args") or {}).items()}
     for key, (counted, example) in POSITIVE_INTEGERS.items():
-        value = profile.get(key)
-        if not _empty(value) and _positive_integer(value) is None:
-            raise AnsibleFilterError(
-                f"vLLM profile {key} is {value!r}; expected a whole number of {counted} above 0"
-                f" ({example})"
-            )
+        for where, value in ((key, profile.get(key)), (f"args {key}", args.get(key))):
+            if not _empty(value) and _positive_integer(value) is None:
+                raise AnsibleFilterError(
+                    f"vLLM profile {where} is {value!r}; expected a whole number of {counted}"
+                    f" above 0 ({example})"
+                )
     dtype = profile.get("dtype")
     if not _empty(dtype) and dtype not in DTYPES:
         raise AnsibleFilterError(f"vLLM profile dtype is {dtype!r}; expected one of {list(DTYPES)}")

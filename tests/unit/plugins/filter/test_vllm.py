@@ -198,6 +198,17 @@ def test_bad_input_is_refused_naming_the_key(profile: dict, launch: dict, messag
             "args sets 'tensor-parallel-size', which the role owns: it follows vllm_server_nodes",
         ),
         ("args", {"port": 9000}, "args sets 'port', which the role owns: set vllm_server_port"),
+        # vllm_server_args reach the profile's args: the same numbers are checked there.
+        (
+            "args",
+            {"max_num_seqs": 0},
+            "args max_num_seqs is 0; expected a whole number of sequences",
+        ),
+        (
+            "args",
+            {"max-model-len": "128k"},
+            "args max_model_len is '128k'; expected a whole number",
+        ),
         ("env", {"VLLM_API_KEY": "k"}, "env sets VLLM_API_KEY: set llmfleet_api_key"),
         ("env", {"BAD NAME": "1"}, "env has 'BAD NAME'; expected environment variable names"),
         ("model_config", [2], "'model_config' must be a mapping"),
