@@ -177,7 +177,7 @@ def speculative_problems(values: list[Any], checks: Any) -> list[str]:
         except TuneError as error:
             problems.append(str(error))
             continue
-        problem = None if config is None else checks.speculative_shape_problem(config)
+        problem = None if config is None else checks._speculative.shape_problem(config)
         if problem:
             problems.append(f"grid key {SPECULATIVE_KEY} has {value!r}: {problem}")
     return problems
