@@ -20,9 +20,10 @@ from tests.unit.plugins.conftest import REPO
 
 RunModule = Callable[..., tuple[int, dict[str, Any]]]
 STEP_BYTES = 200_000
-# Five steps of STEP_BYTES, 0.4 s apart: about 2 s, followed every 0.5 s.
+# Five steps of STEP_BYTES, 1 s apart: about 5 s, followed every 0.5 s (a module call on a
+# loaded machine took over 2 s, and a writer of 2 s was done before the second attempt).
 WRITER = (
-    "for i in 1 2 3 4 5; do head -c {step} /dev/zero >> {path}/model.bin; sleep 0.4; done; {tail}"
+    "for i in 1 2 3 4 5; do head -c {step} /dev/zero >> {path}/model.bin; sleep 1; done; {tail}"
 )
 
 
