@@ -258,10 +258,15 @@ def test_installed_wheel_works_outside_the_checkout(installed_wheel: Path, tmp_p
         installed_wheel / "python", *doc, cwd=tmp_path, env=doc_env
     )
     # A real run: the CLI's ansible.cfg, ansible-runner, the playbook and its roles, all from
-    # the installed collection (localhost is in no topology's group: nothing is changed).
+    # the installed collection (localhost is in no topology's group: nothing is changed, and
+    # the CLI says that no play had a host instead of OK).
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    localhost:\n      ansible_connection: local\n")
     check = ["check", "-i", inventory, "--plain", "-v"]  # -v: the plays' names
-    assert "Check the whole inventory" in run(
-        installed_wheel / "llmfleet", *check, cwd=tmp_path, env=env
-    )
+    proc = subprocess.run(
+        [str(installed_wheel / "llmfleet"), *map(str, check)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert "Check the whole inventory" in out, out[-4000:]
+    assert proc.returncode == 1 and "no play had a host" in out, out[-4000:]
