@@ -7,7 +7,9 @@ A service is ready when its probe succeeds (an HTTP URL answering 200, or a comm
 output has enough matching lines). It is broken when its process exits while we wait: a
 systemd unit that enters ``auto-restart`` or ``failed`` or whose ``NRestarts`` grows, a
 container that is not running or whose ``RestartCount`` grows. Broken ends the wait at once
-with the end of its log and the line that says why (the last ``SomethingError: ...``).
+with the end of its log and the line that says why (the last ``SomethingError: ...``), unless
+the wait lets the supervisor restart the process a few times (``restarts_allowed``: a process
+whose start can fail for a passing reason, as a Ray node that timed out joining a busy head).
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class Supervisor:
             active, sub = props.get("ActiveState", "?"), props.get("SubState", "?")
             return {
                 "phase": _unit_phase(active, sub),
+                # systemd gave up restarting it (or was never asked to).
+                "final": "yes" if active == "failed" else "",
                 "restarts": props.get("NRestarts", "0") or "0",
                 "detail": (
                     f"{active}/{sub}, last exit status {props.get('ExecMainStatus', '?')},"
@@ -232,19 +236,23 @@ def wait(
     timeout: float,
     delay: float,
     run: Run,
+    restarts_allowed: int = 0,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, object]:
     """Poll ``probe`` until it succeeds (``ready``), the supervised process stops
     (``broken``) or ``timeout`` seconds pass (``timeout``). The result says which, how long
-    it took, what the probe said last and, when not ready, the log and its reason line."""
+    it took, what the probe said last and, when not ready, the log and its reason line.
+    Up to ``restarts_allowed`` exits that the supervisor restarts are waited through (the
+    result's ``restarts`` counts them); one more, or a supervisor that gave up, is broken."""
     started = clock()
     started_wall = wall()
     first = supervisor.state(run)
     baseline = int(first["restarts"] or 0)
     attempts = 0
     stopped_polls = 0
+    restarts_seen = 0
     last = ""
     while True:
         attempts += 1
@@ -254,13 +262,16 @@ def wait(
                 "state": "ready",
                 "elapsed": round(clock() - started, 1),
                 "attempts": attempts,
+                "restarts": restarts_seen,
                 "probe": last,
             }
         state = supervisor.state(run)
         stopped_polls = stopped_polls + 1 if state["phase"] == "stopped" else 0
-        restarted = int(state["restarts"] or 0) > baseline
+        # Exits seen: the restarts since the wait began, or one waiting for its restart.
+        exits = max(int(state["restarts"] or 0) - baseline, int(state["phase"] == "failed"))
+        restarts_seen = max(restarts_seen, exits)
         # Inactive once is a manual restart passing by; twice in a row, the process is gone.
-        if restarted or state["phase"] == "failed" or stopped_polls >= 2:
+        if exits > restarts_allowed or state.get("final") or stopped_polls >= 2:
             outcome = "broken"
         elif clock() - started >= timeout:
             outcome = "timeout"
@@ -271,6 +282,7 @@ def wait(
             "state": outcome,
             "elapsed": round(clock() - started, 1),
             "attempts": attempts,
+            "restarts": exits,
             "probe": last,
             "supervisor": f"{supervisor.describe()} ({state['detail']})",
             **_log_and_reason(supervisor, started_wall, run, clock, sleep),

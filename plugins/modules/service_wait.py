@@ -76,6 +76,15 @@ options:
       - Seconds between two polls.
     type: float
     default: 2
+  restarts_allowed:
+    description:
+      - How many exits of the process the wait lets its supervisor restart (systemd's
+        C(Restart=), the engine's restart policy) before it ends the wait as broken: for a
+        process whose start can fail for a passing reason, as a Ray node that timed out joining
+        a busy head. A unit that systemd gave up on ends the wait at once.
+      - The default, 0, ends the wait at the first exit.
+    type: int
+    default: 0
   log_lines:
     description:
       - How many lines of the log to return when the wait fails (RV(reason) is looked for
@@ -134,6 +143,11 @@ attempts:
   returned: always
   type: int
   sample: 7
+restarts:
+  description: How many exits of the process the wait saw (see O(restarts_allowed)).
+  returned: always
+  type: int
+  sample: 0
 probe:
   description: What the probe said last (an HTTP status, an error, the count of matching lines).
   returned: always
@@ -175,6 +189,7 @@ ARGUMENT_SPEC = {
     "container_engine": {"type": "str", "choices": ["docker", "podman"], "default": "docker"},
     "timeout": {"type": "int", "default": 600},
     "delay": {"type": "float", "default": 2},
+    "restarts_allowed": {"type": "int", "default": 0},
     "log_lines": {"type": "int", "default": 60},
 }
 
@@ -189,6 +204,9 @@ def main():
     params = module.params
     if params["url"] and not params["url"].startswith(("http://", "https://")):
         module.fail_json(msg=f"url is {params['url']!r}; expected an http:// or https:// URL")
+    if params["restarts_allowed"] < 0:
+        allowed = params["restarts_allowed"]
+        module.fail_json(msg=f"restarts_allowed is {allowed}; expected 0 or more")
 
     def run(argv):
         return module.run_command(argv)
@@ -210,10 +228,12 @@ def main():
         timeout=params["timeout"],
         delay=params["delay"],
         run=run,
+        restarts_allowed=params["restarts_allowed"],
     )
     if result["state"] != "ready":
+        times = f" {result['restarts']} times, the last" if result["restarts"] > 1 else ""
         what = (
-            f"exited {result['elapsed']} s into the wait"
+            f"exited{times} {result['elapsed']} s into the wait"
             if result["state"] == "broken"
             else f"was not ready after {params['timeout']} s"
         )

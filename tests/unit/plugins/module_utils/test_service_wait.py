@@ -66,7 +66,11 @@ class Clock:
 
 
 def run_wait(
-    host: FakeHost, probe: Probe, supervisor: Supervisor | None = None, timeout: float = 60
+    host: FakeHost,
+    probe: Probe,
+    supervisor: Supervisor | None = None,
+    timeout: float = 60,
+    restarts_allowed: int = 0,
 ) -> dict:
     clock = Clock()
     return wait(
@@ -75,6 +79,7 @@ def run_wait(
         timeout=timeout,
         delay=2,
         run=host.run,
+        restarts_allowed=restarts_allowed,
         clock=clock,
         wall=lambda: 1_700_000_000.0,
         sleep=clock.sleep,
@@ -148,6 +153,48 @@ def test_containers_are_watched_through_the_engine(status: str, state: str) -> N
     assert ["podman", "logs", "--tail", "1000", "llmfleet-vllm"] in host.calls
 
 
+class JoiningLater(FakeHost):
+    """A Ray node whose container exits (its start timed out on a busy head), is restarted
+    by the engine and then joins: the probe lists both nodes after the restart."""
+
+    def __init__(self, states: list[str], ready_after: int) -> None:
+        super().__init__(states)
+        self.probes = 0
+        self.ready_after = ready_after
+
+    def run(self, argv: list[str]) -> tuple[int, str, str]:
+        if argv[0] == "ray":
+            self.probes += 1
+            nodes = 2 if self.probes > self.ready_after else 1
+            return 0, " 1 node_a\n" * nodes, ""
+        return super().run(argv)
+
+
+RAY_CONTAINER = Supervisor(container="llmfleet-ray")
+TWO_NODES = Probe(command=["ray", "status"], pattern=r"^\s*1 node_", min_matches=2)
+
+
+def test_a_restart_the_wait_allows_is_waited_through() -> None:
+    host = JoiningLater(
+        ["running 0 0", "running 0 0", "restarting 1 1", "running 1 0", "running 1 0"],
+        ready_after=4,
+    )
+    result = run_wait(host, TWO_NODES, RAY_CONTAINER, restarts_allowed=2)
+    assert (result["state"], result["restarts"], result["attempts"]) == ("ready", 1, 5)
+
+
+def test_one_exit_more_than_allowed_is_broken_with_the_count() -> None:
+    host = JoiningLater(["running 0 0", "restarting 1 1", "running 2 0", "restarting 3 1"], 99)
+    result = run_wait(host, TWO_NODES, RAY_CONTAINER, restarts_allowed=2)
+    assert (result["state"], result["restarts"]) == ("broken", 3)
+    assert result["reason"] == TP3_REASON
+
+
+def test_a_unit_systemd_gave_up_on_is_broken_whatever_the_allowance() -> None:
+    host = FakeHost([unit("active", "running"), unit("failed", "failed")])
+    assert run_wait(host, NEVER_READY, restarts_allowed=5)["state"] == "broken"
+
+
 def test_a_command_probe_counts_matching_lines() -> None:
     host = FakeHost([unit("active", "running")])
     probe = Probe(command=["ray", "status"], pattern=r"^\s*1 node_", min_matches=2)
@@ -156,6 +203,7 @@ def test_a_command_probe_counts_matching_lines() -> None:
         "state": "ready",
         "elapsed": 0.0,
         "attempts": 1,
+        "restarts": 0,
         "probe": "2 of 2 lines match '^\\\\s*1 node_'",
     }
 
