@@ -16,20 +16,20 @@ from .test_lab_operate import by_place, doctor, status
 
 ARTIFACTS = ROOT / "artifacts" / "bench"
 IN_MAKE_TEST = (
-    # (spark-2, rank 1, rebooted: on the Spark sample's path in test_lab_ray_path.py, where
-    # Sparks reboot; the native path is the GH200 box's, one host.)
-    "reboot_rank_0",
-    "sigkill_rank_1",
+    # The two heals only the probe makes: a wedged engine found by its requests, a runaway
+    # allocation by its memory guard. A rank lost and its group restarted (rank 1 killed,
+    # spark-1 or spark-2 rebooted) is walked in make test on the Spark sample's path, where
+    # Sparks reboot (test_lab_ray_path.py: spark-2 rebooted); the native path is the GH200
+    # box's, one host. `make bench` runs them all (262 s of make test's test-lab worker).
     "wedged_rank_0",
     "memory_hog_rank_0",
 )
 
 
 def test_the_fault_matrix_heals_every_case_by_itself(lab: Lab, site, tmp_path: Path) -> None:
-    # Both nodes rebooted at once, the Ray head killed, a fabric link down for 30 s (healed
-    # as a killed rank is, by the engine's own failure) and (here) spark-2 rebooted run in
-    # `make bench` (the whole matrix): make test keeps the faults of one node's vLLM within
-    # CI's time.
+    # The reboots, the killed ranks, Ray's head killed and a fabric link down for 30 s
+    # (healed as a killed rank is, by the engine's own failure) run in `make bench` (the
+    # whole matrix): make test keeps the probe's own heals within CI's time.
     only = [arg for case in IN_MAKE_TEST for arg in ("--case", case)]
     proc = lab.run(
         "llmfleet", "lab", "faults", "--name", lab.name, "--output", str(tmp_path), *only,
@@ -55,11 +55,6 @@ def test_the_fault_matrix_heals_every_case_by_itself(lab: Lab, site, tmp_path: P
         # Once the heal began, requests meet a refused connection (a gateway sends them to
         # another group), never a 500 from a half-dead group.
         assert case["http_500_after_heal"] == 0, case
-    # Rank 1 killed: rank 0 noticed the peer that left (its engine died with the connection
-    # closed by spark-2) and the whole group was started again, recorded with its reason.
-    # (spark-2 rebooted on the Ray path: test_lab_ray_path.py.)
-    [rank_1_heal, *_] = cases["sigkill_rank_1"]["heals"]
-    assert rank_1_heal["reason"], rank_1_heal
     # The wedged engine never left /health: only the probe's requests found it.
     [wedged_heal] = cases["wedged_rank_0"]["heals"]
     assert wedged_heal["by"] == "probe"
@@ -79,8 +74,8 @@ def test_the_fault_matrix_heals_every_case_by_itself(lab: Lab, site, tmp_path: P
     assert len(heals) >= sum(len(case["heals"]) for case in cases.values()), heals
     assert all(entry["from"] == entry["to"] for entry in heals)
 
-    # What else runs on spark-1 came back after its reboots too: claude-code-router once stayed
-    # down (its PID file, stale after a reboot, named another process).
+    # What else runs on spark-1 answers after the heals (after a reboot of spark-1, in `make
+    # bench`'s matrix, claude-code-router once stayed down: its PID file named another process).
     lab.sh(
         "spark-1",
         "for i in $(seq 30); do curl -sf -o /dev/null localhost:3456/health && exit 0; sleep 2;"

@@ -185,6 +185,12 @@ NO_OP_STEPS_BEFORE = {"spark-1": 667, "spark-2": 617}
 NO_OP_ROUND_TRIPS_MAX = 110
 
 
+# Extended (287 s of make test's test-lab worker): a second run with nothing changed is
+# walked in make test on the Spark sample's path (test_lab_ray_path.py, the memory check
+# with our vLLM's share counted included), and on this path by the check-mode run below
+# (every task's "would change" on the converged lab); its count of round trips is `llmfleet
+# lab bench`'s no-op run too.
+@pytest.mark.extended
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     # Another cluster's passing result, the newest of the shared results folder (the gateway
     # lab's, from the other worker, made this run measure the fabric again: 141 round trips):
