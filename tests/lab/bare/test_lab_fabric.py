@@ -48,6 +48,9 @@ def test_fabric_converges_with_both_halves_addressed(converged: Lab) -> None:
         assert converged.out(node, f"stat -c %a {NETPLAN}").strip() == "600"
 
 
+# Extended (76 s of make test's longest worker): the next test's converge is a second one
+# too, which must change nothing on spark-1 and localhost and only the drifted MTU on spark-2.
+@pytest.mark.extended
 def test_second_converge_changes_nothing(converged: Lab) -> None:
     again = playbook(converged, "playbooks/fabric.yml")
     assert again.returncode == 0, again.stdout[-5000:]
@@ -56,6 +59,9 @@ def test_second_converge_changes_nothing(converged: Lab) -> None:
     )
 
 
+# Extended (115 s): the fabric's roles run in check mode with --diff on a converged lab in
+# make test as part of the test lab's site (test_lab_site.py), which walks fabric.yml.
+@pytest.mark.extended
 def test_check_diff_on_the_converged_lab_changes_nothing(converged: Lab) -> None:
     check = playbook(converged, "playbooks/fabric.yml", "--check", "--diff")
     assert check.returncode == 0, check.stdout[-5000:]
