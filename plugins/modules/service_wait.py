@@ -79,9 +79,9 @@ options:
   restarts_allowed:
     description:
       - How many exits of the process the wait lets its supervisor restart (systemd's
-        C(Restart=), the engine's restart policy) before it ends the wait as broken: for a
-        process whose start can fail for a passing reason, as a Ray node that timed out joining
-        a busy head. A unit that systemd gave up on ends the wait at once.
+        C(Restart=), the engine's restart policy) before it ends the wait as broken. This is
+        for a process whose start can fail for a passing reason, as a Ray node that timed out
+        joining a busy head. A unit that systemd gave up on ends the wait at once.
       - The default, 0, ends the wait at the first exit.
     type: int
     default: 0
