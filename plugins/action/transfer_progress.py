@@ -14,7 +14,7 @@ import os
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
-from ansible_collections.llmfleet.cluster.plugins.module_utils._transfer_progress import (
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.transfer_progress import (
     finish,
     job_state,
     remove_job,

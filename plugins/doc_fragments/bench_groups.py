@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The argument spec is module_utils/_bench_groups.py's GROUPS_OPTION.
+    # The argument spec is module_utils/_bench/groups.py's GROUPS_OPTION.
     DOCUMENTATION = r"""
 options:
   groups:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The argument spec is module_utils/_load_generator.py's SCENARIO_OPTIONS.
+    # The argument spec is module_utils/_bench/load_generator.py's SCENARIO_OPTIONS.
     DOCUMENTATION = r"""
 options:
   scenarios:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The argument spec is module_utils/_hf_snapshot.py's HUB_OPTIONS.
+    # The argument spec is module_utils/_model/hf_snapshot.py's HUB_OPTIONS.
     DOCUMENTATION = r"""
 options:
   repo_id:

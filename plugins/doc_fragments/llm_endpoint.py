@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    # The argument spec is module_utils/_chat_client.py's ENDPOINT_OPTIONS.
+    # The argument spec is module_utils/_http/chat_client.py's ENDPOINT_OPTIONS.
     DOCUMENTATION = r"""
 options:
   url:

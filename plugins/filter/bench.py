@@ -5,8 +5,8 @@ results)."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _bench_llama_benchy
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_gate import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._bench import llama_benchy
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._bench.gate import (
     headline,
     regressions,
 )
@@ -38,7 +38,7 @@ def bench_llama_benchy_plan(profile, max_model_len):
     """A llama-benchy profile fitted to the served context: the profile with the depths that
     fit, those left out, the requests it sends and llama-benchy's options for it; or, for a
     profile that cannot run, why (``problems``) and nothing else."""
-    problems = _bench_llama_benchy.profile_problems(profile)
+    problems = llama_benchy.profile_problems(profile)
     if problems:
         return {"problems": problems, "profile": None, "left_out": [], "requests": 0, "argv": []}
     try:
@@ -47,14 +47,14 @@ def bench_llama_benchy_plan(profile, max_model_len):
         raise AnsibleFilterError(
             f"max_model_len is {max_model_len!r}; expected a number of tokens"
         ) from error
-    fitted = _bench_llama_benchy.plan(profile, length)
-    return dict(fitted, problems=[], argv=_bench_llama_benchy.arguments(fitted["profile"]))
+    fitted = llama_benchy.plan(profile, length)
+    return dict(fitted, problems=[], argv=llama_benchy.arguments(fitted["profile"]))
 
 
 def bench_llama_benchy_summary(results, fitted=None):
     """What the report keeps of llama-benchy's JSON results: version, profile, one row per
     measured test."""
-    return _bench_llama_benchy.summary(results, fitted)
+    return llama_benchy.summary(results, fitted)
 
 
 class FilterModule:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.load_generator import (
+    SCENARIO_OPTIONS,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.sessions import (
     KIND as SESSION,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_sessions import (
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.sessions import (
     SESSION_INT_KEYS,
     largest_prompt_tokens,
-)
-from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (
-    SCENARIO_OPTIONS,
 )
 
 # What llm_benchmark fills in for a key a scenario leaves out.

@@ -5,10 +5,10 @@ asked for cannot work."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_inputs import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._capacity.inputs import (
     CapacityInputError,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_plan import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._capacity.plan import (
     plan_capacity,
     plan_problems,
 )

@@ -1,10 +1,10 @@
 """The judgement of ``llmfleet doctor``: the findings of every check over what the serving hosts
-reported (module_utils/_doctor.py holds the checks)."""
+reported (plugin_utils/_doctor/findings.py holds the checks)."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._doctor import findings
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._doctor.findings import findings
 
 
 def doctor_findings(evidence):

@@ -7,7 +7,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.llmfleet.cluster.plugins.module_utils._image_needs import missing
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._images.needs import missing
 
 # The grammar of docker's reference package (distribution/reference): a path of lower-case
 # components separated by "/", each of letters and digits joined by ".", "_", "__" or dashes;

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.formatters import human_to_bytes
-from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_inputs import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._capacity.inputs import (
     NESTED_CONFIGS,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._capacity_plan import (
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._capacity.plan import (
     tensor_parallel_fits,
 )
 

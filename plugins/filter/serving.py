@@ -18,7 +18,7 @@ and stops with its sentences before any host changes.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._http_stream import parse_url
+from ansible_collections.llmfleet.cluster.plugins.module_utils._http.stream import parse_url
 
 GROUP_PREFIX = "serving_"
 SIZE_VARIABLE = "llmfleet_group_size"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils._ethtool import ethtool_link
-from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import parse_meminfo
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.meminfo import parse_meminfo
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.ethtool import ethtool_link
 
 IBDEV2NETDEV_LINE = re.compile(
     r"^(?:\S+\s+)?(?P<device>\S+)(?:\s+\(.*?\).*?)?\s+port\s+(?P<port>\d+)"
@@ -38,7 +38,7 @@ def ibdev2netdev_map(stdout):
 
 def meminfo(text):
     """``/proc/meminfo`` -> ``{field: bytes}`` (its kB are KiB; counts stay counts), as the
-    modules read it (module_utils/_meminfo.py)."""
+    modules read it (module_utils/_memory/meminfo.py)."""
     if not isinstance(text, str):
         raise AnsibleFilterError(f"meminfo: expected the text of /proc/meminfo, got {text!r}")
     values = parse_meminfo(text)

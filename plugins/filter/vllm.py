@@ -8,7 +8,7 @@ import posixpath
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _speculative
+from ansible_collections.llmfleet.cluster.plugins.plugin_utils._images import speculative
 
 # Profile keys that map one-to-one onto a `vllm serve` option (underscores -> dashes).
 PROFILE_OPTIONS = (
@@ -103,9 +103,9 @@ def _check_profile(profile):
     for key in ("generation_config", "args", "env", "model_config", "python_files", "ray_env"):
         if not isinstance(profile.get(key) or {}, dict):
             raise AnsibleFilterError(f"vLLM profile key '{key}' must be a mapping")
-    speculative = profile.get("speculative_config")
-    if not _empty(speculative):
-        problem = _speculative.shape_problem(speculative, profile.get("args"))
+    config = profile.get("speculative_config")
+    if not _empty(config):
+        problem = speculative.shape_problem(config, profile.get("args"))
         if problem:
             raise AnsibleFilterError(f"vLLM profile {problem}")
     check_values(profile)
@@ -227,7 +227,7 @@ def _special_options(profile):
     if not _empty(profile.get("reasoning_parser")):
         options["reasoning-parser"] = profile["reasoning_parser"]
     if not _empty(profile.get("speculative_config")):
-        options["speculative-config"] = _speculative.rendered(profile["speculative_config"])
+        options["speculative-config"] = speculative.rendered(profile["speculative_config"])
     if not _empty(profile.get("generation_config")):
         options["override-generation-config"] = json.dumps(
             profile["generation_config"], separators=(",", ":"), sort_keys=True
@@ -421,7 +421,7 @@ def python_package_problems(report, requirements, where):
 def speculative_model_problems(profile, model_config):
     """Why the model cannot serve the profile's speculative method (an MTP method and a model
     without MTP layers), as a list of one sentence or none."""
-    problem = _speculative.model_problem((profile or {}).get("speculative_config"), model_config)
+    problem = speculative.model_problem((profile or {}).get("speculative_config"), model_config)
     return [problem] if problem else []
 
 

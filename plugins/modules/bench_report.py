@@ -215,14 +215,14 @@ summary:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_plot import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.plot import (  # noqa: E402
     MATPLOTLIB_MISSING,
     load_matplotlib,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_record import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.record import (  # noqa: E402
     BenchReportError,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_report import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.report import (  # noqa: E402
     report,
 )
 

@@ -102,7 +102,7 @@ cdi_specs:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._container_gpu import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._container.gpu_support import (  # noqa: E402
     NVIDIA_HOOK,
     cdi_spec_files,
     docker_runtimes,

@@ -116,10 +116,7 @@ path:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_record import (  # noqa: E402
-    image_id,
-)
-from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._container.image_contents import (  # noqa: E402
     PROBE_SCRIPT,
     ContentsError,
     answer,
@@ -129,10 +126,13 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents i
     read_only,
     render,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._container.image_record import (  # noqa: E402
+    image_id,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.files import (  # noqa: E402
     write_atomically,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._node_status import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.status import (  # noqa: E402
     read_text,
 )
 

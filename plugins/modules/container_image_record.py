@@ -123,7 +123,7 @@ path:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_record import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._container.image_record import (  # noqa: E402
     InspectError,
     container_image_id,
     image_entry,
@@ -131,7 +131,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._container_image_
     render,
     updated,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.files import (  # noqa: E402
     file_diff,
     write_atomically,
 )

@@ -354,21 +354,21 @@ gpus:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._gpu_memory import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.gpu_memory import (  # noqa: E402
     METHODS,
     GpuMemoryError,
     gather,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._held_memory import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.held_memory import (  # noqa: E402
     CONTAINER_ENGINES,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._meminfo import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.meminfo import (  # noqa: E402
     UNIFIED_FREE_FIELDS,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._nvidia_query import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.nvidia_query import (  # noqa: E402
     load_pynvml,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._vllm_memory_fit import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory.vllm_fit import (  # noqa: E402
     validate_fit_args,
 )
 

@@ -211,7 +211,7 @@ import os  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._deployment_history import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.deployment_history import (  # noqa: E402
     ACTIONS,
     EXPECTED,
     OUTCOMES,
@@ -223,7 +223,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._deployment_histo
     parse_history,
     render,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._node_files import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.files import (  # noqa: E402
     file_diff,
     write_atomically,
 )

@@ -161,7 +161,7 @@ config:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._hf_snapshot import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._model.hf_snapshot import (  # noqa: E402
     HUB_OPTIONS,
     HubRequestError,
     hub_args,

@@ -397,10 +397,10 @@ benchmark:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._latency_metrics import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.latency_metrics import (  # noqa: E402
     summary_line,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._load_generator import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.load_generator import (  # noqa: E402
     ARGUMENT_SPEC,
     BenchError,
     check_mode_result,

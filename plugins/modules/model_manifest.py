@@ -328,7 +328,7 @@ previous_source:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._model_manifest import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._model.manifest import (  # noqa: E402
     MODES,
     ManifestError,
     check_model,

@@ -259,10 +259,10 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._ethtool import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.ethtool import (  # noqa: E402
     ethtool_link,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._node_status import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.status import (  # noqa: E402
     UNIT_PROPERTIES,
     boot_epoch,
     container_state,

@@ -80,7 +80,7 @@ contents:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._image_contents import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._container.image_contents import (  # noqa: E402
     PROBE_SCRIPT,
     answer,
 )

@@ -191,13 +191,13 @@ rates:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_counters import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma.counters import (  # noqa: E402
     UNIT_NOTE,
     counters_in_bytes,
     read_counters,
     sample_counters,
 )
-from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma.sysfs import (  # noqa: E402
     SYSFS_ROOT_OPTION,
     RdmaSysfsError,
 )

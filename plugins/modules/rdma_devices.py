@@ -258,7 +258,7 @@ ansible_facts:
 
 # Ansible's module layout: documentation first, imports after it.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma.sysfs import (  # noqa: E402
     SYSFS_ROOT_OPTION,
     RdmaSysfsError,
     device_summary,

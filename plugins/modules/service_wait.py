@@ -172,7 +172,7 @@ log:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._service_wait import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.service_wait import (  # noqa: E402
     Probe,
     Supervisor,
     wait,

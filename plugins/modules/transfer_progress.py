@@ -182,7 +182,7 @@ job:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.llmfleet.cluster.plugins.module_utils._transfer_progress import (  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.transfer_progress import (  # noqa: E402
     finish,
     measurement,
     remove_job,

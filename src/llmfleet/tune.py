@@ -121,7 +121,7 @@ def point_variables(point: dict[str, Any]) -> dict[str, Any]:
 
 def load_vllm_filter(root: Path) -> Any:
     """The collection's vllm filter plugin (plugins/filter/vllm.py), for its checks. It
-    imports the collection's module_utils as ansible does (``ansible_collections.llmfleet.
+    imports the collection's plugin_utils as ansible does (``ansible_collections.llmfleet.
     cluster``): the folder that holds that name for ``root`` goes on ``sys.path`` first (the
     checkout's ``collections/``; the wheel's site-packages already is)."""
     for holder in (root / "collections", *root.parents[2:3]):
@@ -177,7 +177,7 @@ def speculative_problems(values: list[Any], checks: Any) -> list[str]:
         except TuneError as error:
             problems.append(str(error))
             continue
-        problem = None if config is None else checks._speculative.shape_problem(config)
+        problem = None if config is None else checks.speculative.shape_problem(config)
         if problem:
             problems.append(f"grid key {SPECULATIVE_KEY} has {value!r}: {problem}")
     return problems

@@ -7,7 +7,7 @@
 # 1. Builds a venv with nvidia-ml-py (pynvml) and ansible-core. When pip cannot reach
 #    PyPI, the venv still sees the system's packages (--system-site-packages): a system
 #    pynvml and/or ansible are used if present; without ansible the module's logic
-#    (plugins/module_utils/_gpu_memory.py and its pieces, plain Python) runs directly.
+#    (plugins/module_utils/_memory/gpu_memory.py and its pieces, plain Python) runs directly.
 # 2. Runs the module ad hoc against localhost three times:
 #       method=nvml, method=nvidia_smi, gpu_memory_utilization=0.9
 #    and writes each result to $OUT/<case>.json (the module's JSON result) with the
@@ -136,7 +136,7 @@ import importlib, json, shutil, subprocess, sys
 collections, args, json_path = sys.argv[1], sys.argv[2], sys.argv[3]
 # The checkout's collection, imported as ansible imports it (the pieces import each other so)
 sys.path.insert(0, collections)
-gm = importlib.import_module("ansible_collections.llmfleet.cluster.plugins.module_utils._gpu_memory")
+gm = importlib.import_module("ansible_collections.llmfleet.cluster.plugins.module_utils._memory.gpu_memory")
 params = dict(item.split("=", 1) for item in args.split())
 
 def run(argv):

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils._bench_groups import (
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench.groups import (
     parse_group_counters,
 )
 

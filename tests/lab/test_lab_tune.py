@@ -80,7 +80,7 @@ SINGLE_SESSION = {**DECODING_SESSIONS, "name": "sessions_c1", "sessions": 1, "ma
 
 # Extended: two vLLM restarts and two session benchmarks (3 minutes alone on the lab); the
 # grid key, the counters and the report are unit-tested (tests/unit/cli/test_tune.py,
-# tests/unit/plugins/module_utils/test_bench_sessions.py).
+# tests/unit/plugins/module_utils/_bench/test_sessions.py).
 @pytest.mark.extended
 def test_a_speculative_point_is_served_and_vllm_counts_what_it_accepted(
     lab: Lab, site, tmp_path: Path

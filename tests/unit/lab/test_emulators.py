@@ -21,7 +21,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _meminfo, _nvidia_query
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory import meminfo as _meminfo
+from ansible_collections.llmfleet.cluster.plugins.module_utils._memory import (
+    nvidia_query as _nvidia_query,
+)
 
 from .file_modules import load_file
 

@@ -1,5 +1,5 @@
 """Benchmarks in the shape llm_benchmark returns, for the tests of the bench_report pieces
-(tests/unit/plugins/module_utils/test_bench_*.py) and of the module
+(tests/unit/plugins/module_utils/_bench/test_*.py) and of the module
 (tests/unit/plugins/modules/test_bench_report.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import datetime
 import struct
 from typing import Any
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _bench_record
+from ansible_collections.llmfleet.cluster.plugins.module_utils._bench import record as _bench_record
 
 STAT_KEYS = ("mean", "p50", "p90", "p99", "min", "max")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -182,7 +182,7 @@ def test_logs_show_the_stamped_lines_since_when_asked(mac: Mac) -> None:
 
 
 def test_doctor_checks_the_mac_with_its_own_checks(mac: Mac) -> None:
-    """Each check's problems are in tests/unit/plugins/module_utils/test_doctor_mac.py."""
+    """Each check's problems are in tests/unit/plugins/plugin_utils/_doctor/test_mac.py."""
     proc = mac.llmfleet("doctor", "--json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     found = {item["check"]: item["status"] for item in json.loads(proc.stdout)["findings"]}

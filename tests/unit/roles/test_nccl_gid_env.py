@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma_sysfs import port_summary
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma.sysfs import port_summary
 
 from tests.unit.plugins.conftest import (
     LL_P1S0F1,

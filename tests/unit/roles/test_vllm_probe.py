@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils._deployment_history import (
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.deployment_history import (
     current_state,
     parse_history,
 )

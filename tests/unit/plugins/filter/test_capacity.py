@@ -11,7 +11,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.capacity import (
     capacity_problems,
 )
 
-from ..module_utils.test_capacity_inputs import LAB_MODEL
+from ..plugin_utils._capacity.test_inputs import LAB_MODEL
 
 LAB = {"hosts": ["spark-1", "spark-2"], "device": "cpu", "unified_memory_gib": 8}
 LAB_SERVING = {"kv_cache_memory_gib": 1, "max_model_len": 131072}

@@ -10,7 +10,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.doctor import (
     doctor_findings,
 )
 
-from ..module_utils.test_doctor import cluster
+from ..plugin_utils._doctor.test_findings import cluster
 
 
 def test_the_filter_is_registered() -> None:

@@ -13,7 +13,9 @@ import pytest
 
 pytest.importorskip("huggingface_hub")
 
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _hf_snapshot
+from ansible_collections.llmfleet.cluster.plugins.module_utils._model import (
+    hf_snapshot as _hf_snapshot,
+)
 from ansible_collections.llmfleet.cluster.plugins.modules import hf_snapshot_info
 
 from tests.unit.plugins.conftest import ansible_adhoc

@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.llmfleet.cluster.plugins.modules import model_manifest
 
 from tests.unit.plugins.conftest import ansible_adhoc
-from tests.unit.plugins.module_utils.test_model_manifest import (
+from tests.unit.plugins.module_utils._model.test_manifest import (
     CONTENT,
     flip_byte,
     make_model,

@@ -9,7 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from ansible_collections.llmfleet.cluster.plugins.module_utils import _rdma_counters
+from ansible_collections.llmfleet.cluster.plugins.module_utils._rdma import (
+    counters as _rdma_counters,
+)
 from ansible_collections.llmfleet.cluster.plugins.modules import rdma_counters
 
 from tests.unit.plugins.conftest import SparkSysfs, ansible_adhoc
