@@ -84,12 +84,16 @@ def test_the_fault_matrix_heals_every_case_by_itself(lab: Lab, site, tmp_path: P
     )
 
     # The probe says in its journal what it healed and why, and `llmfleet logs` merges its
-    # lines with the ranks' (its newest 200 entries per host: the stream's request lines
-    # take most of them).
+    # lines with the ranks'. Its newest 200 entries per host by default: vLLM's line per
+    # request of the stream and of the probe's checks took all of spark-1's 200 after the
+    # last heal (2026-11-29), hence more of them here.
     journal = lab.out("spark-1", "journalctl -u llmfleet-vllm-probe --no-pager -o cat")
     assert "healing: 3 requests in a row got no answer" in journal, journal[-3000:]
     assert "ready: answered its warm-up requests" in journal
-    logs = lab.run("llmfleet", "logs", "-i", "inventory/lab", "--since", "30m", timeout=600)
+    logs = lab.run(
+        "llmfleet", "logs", "-i", "inventory/lab", "--host", "spark-1", "--since", "30m",
+        "--lines", "5000", timeout=600,
+    )  # fmt: skip
     assert logs.returncode == 0, logs.stderr[-3000:]
     assert [line for line in logs.stdout.splitlines() if "llmfleet-vllm-probe" in line]
 
