@@ -8,7 +8,7 @@ the files: tests/unit/plugins/<kind>/<job>/test_<file>.py."""
 
 from __future__ import annotations
 
-import re
+import ast
 from pathlib import Path
 
 import pytest
@@ -16,21 +16,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "plugins"
 KINDS = ("module_utils", "plugin_utils")
-IMPORT = re.compile(
-    r"ansible_collections\.llmfleet\.cluster\.plugins\.(module_utils|plugin_utils)"
-    r"((?:\.\w+)*)(?:\s+import\s+\(?\s*([\w\s,]+?)\s*\)?\s*$)?",
-    re.MULTILINE,
-)
+PACKAGE = "ansible_collections.llmfleet.cluster.plugins."
 
 
 def imported(path: Path) -> set[Path]:
     """The collection's module_utils and plugin_utils files ``path`` imports (by either
     form: ``from ...<job>.<file> import name`` and ``from ...<job> import <file>``)."""
     found = set()
-    for kind, dotted, names in IMPORT.findall(path.read_text(encoding="utf-8")):
-        base = PLUGINS / kind / Path(*dotted.strip(".").split("."))
-        candidates = [base.with_suffix(".py")]
-        candidates += [base / f"{name.split(' as ')[0].strip()}.py" for name in names.split(",")]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(PACKAGE):
+            continue
+        base = PLUGINS.joinpath(*node.module.removeprefix(PACKAGE).split("."))
+        candidates = [base.with_suffix(".py"), *(base / f"{a.name}.py" for a in node.names)]
         found |= {candidate for candidate in candidates if candidate.is_file()}
     return found
 
