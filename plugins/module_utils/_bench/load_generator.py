@@ -11,13 +11,13 @@ What it does, as ``vllm bench serve`` and llama-benchy do:
 
 * A scenario sends ``requests`` streaming requests to ``POST {url}/v1/chat/completions``
   with at most ``concurrency`` in flight (a pool of that many workers), each timed by
-  ``_chat_client`` over ``_http_stream``.
+  ``_http.chat_client`` over ``_http.stream``.
 * Every request gets a unique prompt (``prompts``).
 * Tokenizers differ, so a run starts with one uncounted calibration request with
   ``CALIBRATION_WORDS`` filler words and ``max_tokens=1``; its ``usage.prompt_tokens``
   gives the tokens per word used to size every later prompt. Each scenario reports
   the prompt tokens the server really counted.
-* Each scenario's metrics come from its request records (``_latency_metrics``).
+* Each scenario's metrics come from its request records (``latency_metrics``).
 * A scenario of kind ``session`` is Claude Code-shaped traffic instead: sessions that
   re-send a shared system prompt and tool list and a growing history (``sessions``).
 """

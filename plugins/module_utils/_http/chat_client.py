@@ -3,7 +3,7 @@
 """One streamed chat completion request to an OpenAI-compatible server, timed.
 
 ``Client.chat`` sends ``POST {url}/v1/chat/completions`` with the body it is given
-over ``_http_stream`` and returns the request's record: start, first token (the
+over ``stream`` and returns the request's record: start, first token (the
 first chunk with a choice, as ``vllm bench serve`` counts it) and end, read from
 ``clock``, the output tokens of the final usage chunk (``stream_options.include_usage``),
 else the number of chunks with text, and the error, if any. ``StreamState`` reads

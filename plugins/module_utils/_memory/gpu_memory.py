@@ -5,7 +5,7 @@
 Pure functions, no AnsibleModule: the module ``cuda_free_memory`` is a thin
 wrapper around ``gather`` and unit tests call the pieces directly.
 
-Where the numbers come from, in order (``method: auto``; ``_nvidia_query``):
+Where the numbers come from, in order (``method: auto``; ``nvidia_query``):
 
 1. NVML through ``pynvml`` (the ``nvidia-ml-py`` package), imported lazily and
    only if present. Any NVML error other than "Not Supported" on the memory
@@ -15,7 +15,7 @@ Where the numbers come from, in order (``method: auto``; ``_nvidia_query``):
 3. Neither: no GPU, which is a result, not an error.
 
 A unified-memory GPU (GB10, the DGX Spark's chip) has no memory of its own; its total
-and free memory are the operating system's, read from ``/proc/meminfo`` (``_meminfo``):
+and free memory are the operating system's, read from ``/proc/meminfo`` (``meminfo``):
 free is ``MemFree`` by default, what CUDA's ``cudaMemGetInfo`` (and therefore vLLM's
 start-up check) reports, so after a 115 GB model was read from disk vLLM sees about
 11 GiB free of 119.67 GiB although ``MemAvailable`` says most of the memory is
@@ -23,8 +23,8 @@ available; the reclaimable page cache is what ``sync; echo 3 >
 /proc/sys/vm/drop_caches`` would give back.
 
 Memory our own processes hold (our vLLM by its command line, ``held_by``; under the Ray
-executor the Ray workers of our Ray node, ``held_by_ray_node``; see ``_held_memory``)
-counts as free for the fit check (``_vllm_memory_fit``). With ``reclaim_cache_when_held``
+executor the Ray workers of our Ray node, ``held_by_ray_node``; see ``held_memory``)
+counts as free for the fit check (``vllm_fit``). With ``reclaim_cache_when_held``
 the reclaimable page cache of a unified-memory GPU counts too while our vLLM holds memory
 there: the caller drops it just before that vLLM restarts (``drop_cache_before_restart``
 in the result says the fit needs it).

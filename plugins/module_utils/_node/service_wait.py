@@ -92,7 +92,8 @@ class Supervisor:
         return f"{self.engine} container {self.container}"
 
     def state(self, run: Run) -> dict[str, str]:
-        """The supervisor's view: ``phase`` (see _unit_phase), ``restarts``, ``detail``."""
+        """The supervisor's view: ``phase`` (see _unit_phase), ``restarts``, ``detail``, and
+        for a unit ``final`` (non-empty when systemd gave up restarting it)."""
         if self.unit:
             rc, out, err = run(
                 [
@@ -267,7 +268,8 @@ def wait(
             }
         state = supervisor.state(run)
         stopped_polls = stopped_polls + 1 if state["phase"] == "stopped" else 0
-        # Exits seen: the restarts since the wait began, or one waiting for its restart.
+        # Exits seen: the restarts since the wait began, or one waiting for its restart (the
+        # most seen: a container created again starts its count at 0).
         exits = max(int(state["restarts"] or 0) - baseline, int(state["phase"] == "failed"))
         restarts_seen = max(restarts_seen, exits)
         # Inactive once is a manual restart passing by; twice in a row, the process is gone.

@@ -17,7 +17,7 @@ directly. The layout is the kernel's::
 
 ``sysfs_root`` is ``/sys`` on a real machine; anything else (a test tree, an
 emulator's tree) works the same. Nothing here writes. The GIDs are read here and
-judged by ``_rdma_gids``; ``_rdma_counters`` reads the counters.
+judged by ``gids``; ``counters`` reads the counters.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ size (``vllm/transformers_utils/model_arch_config_convertor.py``: ``get_head_siz
 ``get_total_num_kv_heads``), or for MLA one latent of ``kv_lora_rank + qk_rope_head_dim``
 per token. Multimodal models keep those settings in ``text_config``. The weights are the
 checkpoint's size when it is known, else estimated from the shapes and the quantization
-config (``_capacity_weights``).
+config (``weights``).
 """
 
 from __future__ import annotations

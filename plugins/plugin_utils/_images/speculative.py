@@ -5,7 +5,7 @@
 layers, a Python package) and the method read back from a rendered ``vllm serve`` config.
 
 The methods are vLLM's (``vllm/config/speculative.py``, ``SpeculativeMethod``): the image's
-own list is read from its source by the contents script (``_image_contents``).
+own list is read from its source by the contents script (``_container.image_contents``).
 """
 
 from __future__ import annotations

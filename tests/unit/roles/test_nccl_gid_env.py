@@ -1,5 +1,5 @@
 """roles/nccl_env/files/llmfleet-nccl-gid-env: the RoCE v2 GID index is read from the RDMA
-devices at every start (the rule of _rdma_gids, run by /bin/sh against a sysfs tree), a pinned
+devices at every start (the rule of _rdma/gids.py, run by /bin/sh against a sysfs tree), a pinned
 index is kept, and a table without a RoCE v2 GID leaves NCCL to pick."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""module_utils/_model/manifest and _model_manifest_state: reference validation, hashing,
+"""module_utils/_model/manifest and manifest_state: reference validation, hashing,
 the walk, the state file, and check_model's modes on small files in tmp_path."""
 
 from __future__ import annotations
