@@ -315,6 +315,25 @@ def absolute_path_problems(settings):
     ]
 
 
+def disagreement_problems(shared):
+    """Problems of settings several roles must share: ``{collection variable: {variable:
+    value}}``, each inner mapping the roles' variables that follow that collection-wide
+    variable by default. One problem per mapping whose values differ, naming each variable,
+    its value and the collection-wide variable to set instead. Empty or None values (a
+    setting this host does not use) are ignored; values compare as strings."""
+    problems = []
+    for shared_by, settings in _settings(shared, "disagreement_problems").items():
+        used = {name: value for name, value in (settings or {}).items() if value not in (None, "")}
+        if len({str(value) for value in used.values()}) <= 1:
+            continue
+        named = [f"{name} is {value!r}" for name, value in used.items()]
+        listed = ", ".join(named[:-1]) + f" but {named[-1]}"
+        problems.append(
+            f"{listed}; expected one value (set {shared_by}, which they all follow, instead)"
+        )
+    return problems
+
+
 _DOTTED = re.compile(r"^[0-9.]+$")
 
 
@@ -360,4 +379,5 @@ class FilterModule:
             "byte_size_problems": byte_size_problems,
             "absolute_path_problems": absolute_path_problems,
             "bind_address_problems": bind_address_problems,
+            "disagreement_problems": disagreement_problems,
         }

@@ -1,8 +1,8 @@
 """The variables the collection declares, and ``-e`` values given the type they are declared with.
 
-Two files declare a variable: a role's ``meta/argument_specs.yml`` (the options of every entry
-point) and ``meta/collection_variables.yml``, the registry of the collection-wide ``llmfleet_*``
-variables that the roles' defaults, the playbooks, the filters and the CLI read.
+A role's ``meta/argument_specs.yml`` declares its variables (the options of every entry point);
+the internal role ``_common``'s declares the collection-wide ``llmfleet_*`` variables that the
+roles' defaults, the playbooks, the filters and the CLI read, with their defaults.
 
 ``ansible-playbook -e KEY=VALUE`` passes VALUE as a string, and a check that wants a number
 (``serving.gpu_memory_utilization is '0.70'; expected a number``) refuses it. :meth:`typed`
@@ -34,7 +34,12 @@ from ansible.module_utils.common.validation import (  # type: ignore[import-unty
     check_type_int,
 )
 
-REGISTRY = Path("meta", "collection_variables.yml")
+# The internal role that declares the collection-wide variables (and holds their defaults).
+COMMON_SPEC = Path("roles", "_common", "meta", "argument_specs.yml")
+# Its entry point: not `main`, which Ansible would check at every play that loads the role,
+# templating each collection-wide variable, those a command never reads too (a vaulted key
+# that `llmfleet plan` has no password for).
+COMMON_ENTRY_POINT = "variables"
 COLLECTION_PREFIX = "llmfleet_"
 INTERNAL_PREFIX = "__"
 # The declared types a string from `-e KEY=VALUE` is converted to (the others stay strings:
@@ -133,11 +138,12 @@ def argument_spec_files(root: Path) -> list[Path]:
 
 
 def collection_variables(root: Path) -> dict[str, dict[str, Any]]:
-    """The registry's entries (``meta/collection_variables.yml``), by variable name; none in a
-    collection without the file."""
-    path = root / REGISTRY
+    """The collection-wide variables as role ``_common`` declares them (type, default, choices,
+    description), by name; none in a collection without it."""
+    path = root / COMMON_SPEC
     document = (_load_yaml(path) if path.is_file() else None) or {}
-    return dict(document.get("collection_variables") or {})
+    entry = (document.get("argument_specs") or {}).get(COMMON_ENTRY_POINT) or {}
+    return dict(entry.get("options") or {})
 
 
 def _declaration(name: str, option: dict[str, Any], source: str) -> Declaration:
@@ -148,8 +154,9 @@ def _declaration(name: str, option: dict[str, Any], source: str) -> Declaration:
 
 
 def declarations(root: Path) -> list[Declaration]:
-    """Every declaration of the collection: each role's options (every entry point), then the
-    registry's variables. A name may be declared more than once (a role's entry points)."""
+    """Every declaration of the collection: each role's options (every entry point), role
+    ``_common``'s being the collection-wide variables. A name may be declared more than once (a
+    role's entry points)."""
     found: list[Declaration] = []
     for path in argument_spec_files(root):
         source = path.relative_to(root).as_posix()
@@ -157,8 +164,6 @@ def declarations(root: Path) -> list[Declaration]:
         for entry in (specs or {}).values():
             for name, option in (entry.get("options") or {}).items():
                 found.append(_declaration(name, option, source))
-    for name, entry in collection_variables(root).items():
-        found.append(_declaration(name, entry, REGISTRY.as_posix()))
     return found
 
 
@@ -173,8 +178,13 @@ class DeclaredVariables:
 
     @classmethod
     def load(cls, root: Path) -> DeclaredVariables:
-        """The collection's declarations; its prefixes are ``llmfleet_`` and each role's name."""
-        roles = [f"{path.parent.parent.name}_" for path in argument_spec_files(root)]
+        """The collection's declarations; its prefixes are ``llmfleet_`` and each role's name
+        (``_common``'s variables carry the collection's)."""
+        roles = [
+            f"{path.parent.parent.name}_"
+            for path in argument_spec_files(root)
+            if not path.parent.parent.name.startswith("_")
+        ]
         return cls(declarations(root), [COLLECTION_PREFIX, *roles])
 
     def __contains__(self, name: object) -> bool:

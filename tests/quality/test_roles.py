@@ -156,25 +156,8 @@ def test_the_launch_is_defined_once_and_no_play_sets_it_by_hand() -> None:
 # What a role reads of another role's variables, in its Jinja (`{{ }}`, `{% %}`): a name with
 # another role's prefix that is neither declared in the reading role's argument spec nor a
 # fact the owning role sets (set_fact, register). Values a role passes on (a mapping key, such
-# as the vars of an include_role) are no read. The reads of 2026-11-28, each a fallback to
-# the other role's setting; issue 37 moves them to declared collection-wide variables. The
-# set must match: a new read fails here, and one removed is taken off the list.
-CROSS_ROLE_READS = {
-    ("cluster_firewall", "ray_node_port"),
-    ("cluster_firewall", "vllm_server_master_port"),
-    ("monitoring", "vllm_server_port"),
-    ("preflight", "ray_node_container_name"),
-    ("preflight", "vllm_server_config_dir"),
-    ("ray_node", "gpu_container_record_file"),
-    ("ray_node", "nccl_env_file"),
-    ("ray_node", "vllm_server_config_dir"),
-    ("vllm_server", "gpu_container_record_file"),
-    ("vllm_server", "nccl_env_file"),
-    ("vllm_server", "ray_node_config_dir"),
-    ("vllm_server", "ray_node_container_name"),
-    ("vllm_server", "ray_node_image"),
-    ("vllm_server", "ray_node_port"),
-}
+# as the vars of an include_role) are no read. What several roles share is a collection-wide
+# variable (role _common), one role's input or a fact the owning role returns.
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 _NAME = re.compile(r"\b_{0,2}[a-z][a-z0-9_]*\b")
 
@@ -195,7 +178,7 @@ def _facts_set(role: str) -> set[str]:
     return names
 
 
-def test_roles_read_no_other_roles_variables_but_the_known_fallbacks() -> None:
+def test_roles_read_no_other_roles_variables() -> None:
     facts = {role: _facts_set(role) for role in ROLES}
     # Every option of every entry point of each role's argument spec, as the CLI reads them.
     declared_by: dict[str, set[str]] = {}
@@ -217,7 +200,4 @@ def test_roles_read_no_other_roles_variables_but_the_known_fallbacks() -> None:
                             and name not in facts[owner]
                         ):
                             reads.add((role, name))
-    assert reads == CROSS_ROLE_READS, (
-        f"new: {sorted(reads - CROSS_ROLE_READS)}; gone (take them off the list):"
-        f" {sorted(CROSS_ROLE_READS - reads)}"
-    )
+    assert sorted(reads) == [], "declare a collection-wide variable in roles/_common instead"

@@ -105,6 +105,17 @@ CASES = [
         ["nccl_env_gid_index is three; expected auto or a number"],
     ),
     (
+        # A role's variable set apart from the others that follow the same collection-wide one.
+        "nccl_env_file_set_alone",
+        ["nccl_env_file=/etc/llmfleet/nccl-own.env"],
+        BOTH,
+        [
+            "nccl_env_file is '/etc/llmfleet/nccl-own.env'",
+            "vllm_server_nccl_env_file is '/etc/llmfleet/nccl.env'; expected one value"
+            " (set llmfleet_nccl_env_file, which they all follow, instead)",
+        ],
+    ),
+    (
         "utilization_above_one",
         ["llmfleet_gpu_memory_utilization=1.5"],
         BOTH,
@@ -526,6 +537,7 @@ CHECKS: dict[str, set[str]] = {
     "floor_zero": {"rdma_verify"},
     "unknown_nccl_mode": {"nccl_env"},
     "gid_index": {"nccl_env"},
+    "nccl_env_file_set_alone": {"shared_settings"},
     "utilization_above_one": {"preflight", "vllm_server"},
     "stale_container_name": {"preflight"},
     "object_store_too_small": {"ray_node"},

@@ -1,5 +1,5 @@
-"""meta/collection_variables.yml declares every collection-wide variable the collection uses,
-once, with readers that read it; README.md's table of them is made from it."""
+"""Role _common declares every collection-wide variable the collection uses, once, and holds its
+default; every role and play that reads one loads it; README.md's table is made from it."""
 
 from __future__ import annotations
 
@@ -8,47 +8,21 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llmfleet import roledocs
-from llmfleet.declared_variables import collection_variables, declarations
+from llmfleet.declared_variables import COMMON_SPEC, collection_variables, declarations
 
 ROOT = Path(__file__).resolve().parents[3]
-REGISTRY = collection_variables(ROOT)
-# Where the collection's variables are used; the generated READMEs (Markdown) and the Grafana
-# dashboard (JSON) hold none.
+DECLARED = collection_variables(ROOT)
+DEFAULTS = yaml.safe_load((ROOT / "roles" / "_common" / "defaults" / "main.yml").read_text())
+USES = roledocs.variable_uses(ROOT)
+# Where the collection's variables are read (the CLI, src/, may set or read them too).
 USING = ("roles", "playbooks", "plugins", "inventory")
-SUFFIXES = {".yml", ".yaml", ".py", ".j2", ""}
-NAME = re.compile(r"\bllmfleet_[a-z0-9_]*[a-z0-9]\b")
-# A template's text outside Jinja is the file it renders: haproxy.cfg.j2 names its frontends,
-# backends and ACLs llmfleet_*.
-JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
-# llmfleet_ names in those folders that are not Ansible variables.
-NOT_VARIABLES = {
-    # the Python module of the lab's scripted model that vLLM loads (a logits processor)
-    "llmfleet_lab_scripted_processor",
-}
 TYPES = {"str", "int", "float", "bool", "path", "list", "dict", "raw"}
-FIELDS = {"type", "elements", "description", "choices", "read_by", "set_by", "lab_only"}
-
-
-def _uses(top: str) -> dict[str, set[Path]]:
-    """Each llmfleet_ name used in the files under ``top``, with those files (relative)."""
-    found: dict[str, set[Path]] = defaultdict(set)
-    for path in sorted((ROOT / top).rglob("*")):
-        if not path.is_file() or path.suffix not in SUFFIXES or "__pycache__" in path.parts:
-            continue
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".j2":
-            text = " ".join(JINJA.findall(text))
-        for name in set(NAME.findall(text)) - NOT_VARIABLES:
-            found[name].add(path.relative_to(ROOT))
-    return found
-
-
-USES: dict[str, set[Path]] = defaultdict(set)
-for _top in (*USING, "src"):
-    for _name, _paths in _uses(_top).items():
-        USES[_name] |= _paths
+FIELDS = {"type", "elements", "description", "choices", "default", "no_log"}
+DEFAULT_OF = re.compile(r"\b(llmfleet_[a-z0-9_]+)\b\s*\|\s*default\(")
+COMMON = "llmfleet.cluster._common"
 
 
 def _used_in(name: str, tops: tuple[str, ...]) -> set[Path]:
@@ -57,17 +31,17 @@ def _used_in(name: str, tops: tuple[str, ...]) -> set[Path]:
 
 def test_every_llmfleet_name_used_is_declared() -> None:
     used = {name for name in USES if _used_in(name, USING)}
-    assert sorted(used - set(REGISTRY)) == [], "declare them in meta/collection_variables.yml"
+    assert sorted(used - set(DECLARED)) == [], f"declare them in {COMMON_SPEC}"
 
 
 def test_every_declared_name_is_used() -> None:
-    assert sorted(set(REGISTRY) - set(USES)) == [], "remove them from meta/collection_variables.yml"
+    assert sorted(set(DECLARED) - set(USES)) == [], f"remove them from {COMMON_SPEC}"
 
 
-def test_the_registry_declares_collection_variables_and_the_roles_their_own() -> None:
+def test_role_common_declares_collection_variables_and_the_roles_their_own() -> None:
     for declaration in declarations(ROOT):
-        from_registry = declaration.source == "meta/collection_variables.yml"
-        assert declaration.name.startswith("llmfleet_") == from_registry, declaration
+        from_common = declaration.source == COMMON_SPEC.as_posix()
+        assert declaration.name.startswith("llmfleet_") == from_common, declaration
 
 
 def test_a_name_is_declared_with_one_type() -> None:
@@ -77,50 +51,100 @@ def test_a_name_is_declared_with_one_type() -> None:
     assert {name: kinds for name, kinds in types.items() if len(kinds) > 1} == {}
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("name", sorted(DECLARED))
 def test_an_entry_is_typed_and_described(name: str) -> None:
-    entry = REGISTRY[name]
+    entry = DECLARED[name]
     assert set(entry) <= FIELDS, set(entry) - FIELDS
     assert entry["type"] in TYPES
     assert ("elements" in entry) <= (entry["type"] == "list")
     assert str(entry.get("description", "")).strip()
-    assert isinstance(entry.get("read_by"), list)
     assert all(isinstance(choice, str) for choice in entry.get("choices", []))
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_the_readers_and_setters_named_use_it(name: str) -> None:
-    """A role by name, a file by path, a command as `llmfleet NAME`: each one uses the name."""
-    entry = REGISTRY[name]
-    for who in [*entry["read_by"], *entry.get("set_by", [])]:
-        if who.startswith("llmfleet "):
-            assert _used_in(name, ("src",)), who
-        elif "/" in who:
-            assert Path(who) in USES[name], who
-        else:
-            assert any(path.parts[:2] == ("roles", who) for path in USES[name]), who
+def test_the_defaults_are_the_specs_defaults() -> None:
+    """defaults/main.yml holds exactly the declared defaults, value for value."""
+    declared = {name: entry["default"] for name, entry in DECLARED.items() if "default" in entry}
+    assert declared == DEFAULTS
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_every_role_whose_defaults_or_vars_read_it_is_a_reader(name: str) -> None:
-    readers = {
-        path.parts[1]
-        for path in USES[name]
-        if path.parts[0] == "roles"
-        and path.parts[2:] in {("defaults", "main.yml"), ("vars", "main.yml")}
-    }
-    assert sorted(readers - set(REGISTRY[name]["read_by"])) == []
+@pytest.mark.parametrize("name", sorted(DEFAULTS))
+def test_a_declared_default_is_written_nowhere_else(name: str) -> None:
+    """A variable with a default in role _common is read bare: a `| default(...)` beside it is
+    a second copy that can drift. A play's `hosts:` is templated before any role loads, and
+    another host's hostvars hold no role defaults: those keep theirs."""
+    copies = []
+    for path in sorted(USES.get(name, set())):
+        if path.parts[0] not in ("roles", "playbooks") or path.suffix not in (".yml", ".j2"):
+            continue
+        for number, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+            if line.lstrip().startswith(("hosts:", "#")) or "hostvars[" in line:
+                continue
+            if name in DEFAULT_OF.findall(line):
+                copies.append(f"{path}:{number}")
+    assert copies == []
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_the_labs_own_are_marked_lab_only(name: str) -> None:
-    """A name that only the lab's inventory uses is lab-only, and a lab-only name is one."""
-    used = _used_in(name, USING)
-    only_the_lab = bool(used) and all(path.parts[:2] == ("inventory", "lab") for path in used)
-    assert bool(REGISTRY[name].get("lab_only")) == only_the_lab, sorted(used)
+def _role_reads_collection_variables(role: Path) -> bool:
+    files = [
+        path
+        for path in role.rglob("*")
+        if path.is_file() and path.suffix in (".yml", ".j2") and path.name != "argument_specs.yml"
+    ]
+    return any(roledocs.VARIABLE_NAME.search(path.read_text()) for path in files)
 
 
-def test_the_readme_table_is_made_from_the_registry() -> None:
+@pytest.mark.parametrize(
+    "role", sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+)
+def test_a_role_that_reads_one_depends_on_role_common(role: str) -> None:
+    meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
+    depends = [d["role"] if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
+    assert _role_reads_collection_variables(ROOT / "roles" / role) == (COMMON in depends)
+
+
+def _plays() -> list[tuple[str, dict]]:
+    plays = []
+    for path in sorted((ROOT / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(path.read_text()) or []:
+            if "hosts" in play:
+                plays.append((f"{path.name}: {play['name']}", play))
+    return plays
+
+
+@pytest.mark.parametrize(("where", "play"), _plays(), ids=[where for where, _ in _plays()])
+def test_a_play_that_reads_a_default_outside_its_roles_loads_role_common(
+    where: str, play: dict
+) -> None:
+    """A play's own tasks (and the vars files they read) see role _common's defaults only when
+    one of the play's roles loads it (a dependency counts; an include_role does not)."""
+    own = {key: value for key, value in play.items() if key not in ("roles", "hosts")}
+    text = yaml.safe_dump(own)
+    for vars_file in play.get("vars_files") or []:
+        text += (ROOT / "playbooks" / vars_file).read_text()
+    if not any(re.search(rf"\b{name}\b", text) for name in DEFAULTS):
+        return
+    roles = [entry["role"] if isinstance(entry, dict) else entry for entry in play["roles"]]
+    assert any(
+        role == COMMON
+        or COMMON
+        in str(
+            yaml.safe_load(
+                (ROOT / "roles" / role.rsplit(".", 1)[-1] / "meta" / "main.yml").read_text()
+            ).get("dependencies")
+        )
+        for role in roles
+    ), where
+
+
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_the_labs_own_are_said_to_be(name: str) -> None:
+    """A name that only the lab's inventory uses says it is the lab's own, and only those do:
+    README.md's table leaves them out."""
+    own = str(DECLARED[name]["description"]).startswith("The lab's own")
+    assert own == roledocs.lab_only(USES.get(name, set())), sorted(USES.get(name, set()))
+
+
+def test_the_readme_table_is_made_from_role_common() -> None:
     readme = (ROOT / "README.md").read_text()
     assert roledocs.updated_variables(readme, roledocs.variable_table(ROOT)) == readme, (
         "README.md's table of collection-wide variables is stale: run python -m llmfleet.roledocs"

@@ -35,10 +35,15 @@ SPEC = {
         "check": {"short_description": "Its checks", "options": {"demo_check_only": {}}},
     }
 }
-REGISTRY = {
-    "collection_variables": {
-        "llmfleet_fabric_mtu": {"type": "int", "description": "MTU.", "read_by": ["demo"]},
-        "llmfleet_gpu_memory_utilization": {"type": "float", "description": "Memory."},
+COMMON = {
+    "argument_specs": {
+        "variables": {
+            "short_description": "Internal - the collection-wide variables",
+            "options": {
+                "llmfleet_fabric_mtu": {"type": "int", "default": 9000, "description": "MTU."},
+                "llmfleet_gpu_memory_utilization": {"type": "float", "description": "Memory."},
+            },
+        }
     }
 }
 
@@ -47,8 +52,10 @@ REGISTRY = {
 def collection(tmp_path: Path) -> Path:
     (tmp_path / "roles" / "demo" / "meta").mkdir(parents=True)
     (tmp_path / "roles" / "demo" / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPEC))
-    (tmp_path / "meta").mkdir()
-    (tmp_path / "meta" / "collection_variables.yml").write_text(yaml.safe_dump(REGISTRY))
+    (tmp_path / "roles" / "_common" / "meta").mkdir(parents=True)
+    (tmp_path / "roles" / "_common" / "meta" / "argument_specs.yml").write_text(
+        yaml.safe_dump(COMMON)
+    )
     return tmp_path
 
 
@@ -57,25 +64,26 @@ def declared(collection: Path) -> DeclaredVariables:
     return DeclaredVariables.load(collection)
 
 
-def test_every_entry_point_and_the_registry_declare(collection: Path) -> None:
+def test_every_entry_point_and_role_common_declare(collection: Path) -> None:
     found = declarations(collection)
     spec = "roles/demo/meta/argument_specs.yml"
     assert Declaration("demo_port", "int", spec) in found
     assert Declaration("demo_check_only", "str", spec) in found
     assert Declaration("demo_untyped", "str", spec) in found
     assert Declaration("demo_ports", "list", spec, "int") in found
-    assert Declaration("llmfleet_fabric_mtu", "int", "meta/collection_variables.yml") in found
-    assert collection_variables(collection)["llmfleet_fabric_mtu"]["read_by"] == ["demo"]
+    common = "roles/_common/meta/argument_specs.yml"
+    assert Declaration("llmfleet_fabric_mtu", "int", common) in found
+    assert collection_variables(collection)["llmfleet_fabric_mtu"]["default"] == 9000
 
 
 def test_the_prefixes_are_the_collections_and_each_roles(declared: DeclaredVariables) -> None:
     assert declared.prefixes == ("llmfleet_", "demo_")
 
 
-def test_a_collection_without_a_registry_declares_only_its_roles_options(
+def test_a_collection_without_role_common_declares_only_its_roles_options(
     collection: Path,
 ) -> None:
-    (collection / "meta" / "collection_variables.yml").unlink()
+    (collection / "roles" / "_common" / "meta" / "argument_specs.yml").unlink()
     declared = DeclaredVariables.load(collection)
     assert "demo_port" in declared
     assert "llmfleet_fabric_mtu" not in declared
@@ -139,7 +147,7 @@ def test_a_value_gets_its_declared_type(
             "llmfleet_gpu_memory_utilization",
             "most",
             "llmfleet_gpu_memory_utilization is 'most'; expected a float"
-            " (declared in meta/collection_variables.yml)",
+            " (declared in roles/_common/meta/argument_specs.yml)",
         ),
         (
             "demo_ports",

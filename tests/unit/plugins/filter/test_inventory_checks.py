@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.inventory_checks import
     absolute_path_problems,
     bind_address_problems,
     byte_size_problems,
+    disagreement_problems,
     env_file_problems,
     failed_checks,
     parallel_layout_problems,
@@ -119,6 +120,7 @@ def test_a_generated_key_passes() -> None:
 def test_filters_are_registered() -> None:
     assert set(FilterModule().filters()) == {
         "parallel_layout_problems",
+        "disagreement_problems",
         "port_collisions",
         "ports_held_elsewhere",
         "range_problems",
@@ -327,3 +329,33 @@ def test_failed_checks_give_the_problems_of_the_failed_checks_in_order() -> None
 def test_failed_checks_refuse_a_check_without_a_boolean(checks: object) -> None:
     with pytest.raises(AnsibleFilterError, match="failed_checks"):
         failed_checks(checks)
+
+
+def test_settings_that_follow_one_variable_and_differ_are_named_with_it() -> None:
+    shared = {
+        "llmfleet_ray_port": {"ray_node_port": 6380, "vllm_server_ray_port": 6379},
+        "llmfleet_nccl_env_file": {
+            "nccl_env_file": "/etc/llmfleet/nccl.env",
+            "ray_node_nccl_env_file": "/etc/llmfleet/nccl.env",
+            "vllm_server_nccl_env_file": "/opt/nccl.env",
+        },
+    }
+    assert disagreement_problems(shared) == [
+        "ray_node_port is 6380 but vllm_server_ray_port is 6379; expected one value"
+        " (set llmfleet_ray_port, which they all follow, instead)",
+        "nccl_env_file is '/etc/llmfleet/nccl.env', ray_node_nccl_env_file is"
+        " '/etc/llmfleet/nccl.env' but vllm_server_nccl_env_file is '/opt/nccl.env'; expected"
+        " one value (set llmfleet_nccl_env_file, which they all follow, instead)",
+    ]
+
+
+def test_settings_that_agree_or_are_unused_are_no_problem() -> None:
+    assert disagreement_problems({"llmfleet_ray_port": {"a": 6379, "b": "6379"}}) == []
+    assert disagreement_problems({"llmfleet_ray_port": {"a": 6379, "b": None, "c": ""}}) == []
+    assert disagreement_problems({"llmfleet_ray_port": {}}) == []
+    assert disagreement_problems({}) == []
+
+
+def test_disagreements_refuse_what_is_no_mapping() -> None:
+    with pytest.raises(AnsibleFilterError, match="disagreement_problems"):
+        disagreement_problems(["llmfleet_ray_port"])
