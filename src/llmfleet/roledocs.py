@@ -308,6 +308,8 @@ def variable_uses(root: Path) -> dict[str, set[Path]]:
                 or path.suffix not in VARIABLE_SUFFIXES
                 or "__pycache__" in path.parts
                 or relative.parts[:2] == ("roles", "_common")
+                # the CLI's Python only (not the build's copy of README.md in *.egg-info)
+                or (top == "src" and path.suffix != ".py")
             ):
                 continue
             text = path.read_text(encoding="utf-8")
