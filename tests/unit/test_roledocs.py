@@ -48,22 +48,32 @@ META = {
     },
     "dependencies": [],
 }
-REGISTRY = {
-    "collection_variables": {
-        "llmfleet_greeting_mode": {
-            "type": "str",
-            "description": "How every role greets; a | is escaped.",
-            "choices": ["loud", "quiet"],
-            "read_by": ["demo", "playbooks/greet.yml"],
-        },
-        "llmfleet_greeting_dir": {
-            "type": "path",
-            "description": "Where C(llmfleet greet) writes.",
-            "read_by": ["playbooks/greet.yml"],
-            "set_by": ["llmfleet greet"],
-        },
-        "llmfleet_lab_greeting": {"type": "bool", "description": "The lab's.", "lab_only": True},
+COMMON = {
+    "argument_specs": {
+        "variables": {
+            "short_description": "Internal - the collection-wide variables",
+            "options": {
+                "llmfleet_greeting_mode": {
+                    "type": "str",
+                    "default": "loud",
+                    "description": "How every role greets; a | is escaped.",
+                    "choices": ["loud", "quiet"],
+                },
+                "llmfleet_greeting_dir": {
+                    "type": "path",
+                    "description": "Where C(llmfleet greet) writes. Set by C(llmfleet greet).",
+                },
+                "llmfleet_lab_greeting": {"type": "bool", "description": "The lab's own."},
+            },
+        }
     }
+}
+# Who uses them: a role's defaults, a playbook, the lab's inventory (the table leaves the
+# lab's own out).
+USERS = {
+    "roles/demo/defaults/main.yml": "demo_greeting: '{{ llmfleet_greeting_mode }}'\n",
+    "playbooks/greet.yml": "# {{ llmfleet_greeting_mode }} into {{ llmfleet_greeting_dir }}\n",
+    "inventory/lab/hosts.yml": "# llmfleet_lab_greeting: true\n",
 }
 TASKS = [
     {
@@ -89,8 +99,13 @@ def collection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (role / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(SPEC))
     (role / "meta" / "main.yml").write_text(yaml.safe_dump(META))
     (role / "tasks" / "main.yml").write_text(yaml.safe_dump(TASKS))
-    (tmp_path / "meta").mkdir()
-    (tmp_path / "meta" / "collection_variables.yml").write_text(yaml.safe_dump(REGISTRY))
+    (tmp_path / "roles" / "_common" / "meta").mkdir(parents=True)
+    (tmp_path / "roles" / "_common" / "meta" / "argument_specs.yml").write_text(
+        yaml.safe_dump(COMMON)
+    )
+    for name, text in USERS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     (tmp_path / "README.md").write_text(
         f"# Demo\n\n{roledocs.TABLE_BEGIN}\nold\n{roledocs.TABLE_END}\n\n"
         f"{roledocs.VARIABLES_BEGIN}\nold\n{roledocs.VARIABLES_END}\n\nThe end.\n"
@@ -130,15 +145,15 @@ def test_check_fails_until_the_files_are_written(
     assert "old" not in readme
 
 
-def test_the_variable_table_is_the_registry_less_the_labs_own(collection: Path) -> None:
+def test_the_variable_table_is_role_commons_less_the_labs_own(collection: Path) -> None:
     table = roledocs.variable_table(collection)
     assert table.splitlines()[2:] == [
-        "| variable | type | choices | read by | meaning |",
-        "| --- | --- | --- | --- | --- |",
-        "| `llmfleet_greeting_dir` | path |  | `playbooks/greet.yml` | Where `llmfleet greet`"
+        "| variable | type | default | choices | read by | meaning |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| `llmfleet_greeting_dir` | path |  |  | `playbooks/greet.yml` | Where `llmfleet greet`"
         " writes. Set by `llmfleet greet`. |",
-        "| `llmfleet_greeting_mode` | str | `loud`, `quiet` | `demo`, `playbooks/greet.yml` |"
-        " How every role greets; a \\| is escaped. |",
+        "| `llmfleet_greeting_mode` | str | `loud` | `loud`, `quiet` | `demo`,"
+        " `playbooks/greet.yml` | How every role greets; a \\| is escaped. |",
         "",
         roledocs.VARIABLES_END,
     ]
