@@ -186,6 +186,11 @@ def phase_tags(role: Path) -> list[str]:
     return found
 
 
+def dependencies(meta: dict[str, Any]) -> list[str]:
+    """The roles a role's ``meta/main.yml`` depends on, by name (a name or a ``role:`` entry)."""
+    return [d["role"] if isinstance(d, dict) else str(d) for d in meta.get("dependencies") or []]
+
+
 def requirements(role: Path, meta: dict[str, Any]) -> list[str]:
     lines = []
     version = meta.get("galaxy_info", {}).get("min_ansible_version")
@@ -203,7 +208,7 @@ def requirements(role: Path, meta: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append("- No collection besides `ansible.builtin` and this one.")
-    depends = [d["role"] if isinstance(d, dict) else str(d) for d in meta.get("dependencies") or []]
+    depends = dependencies(meta)
     if depends:
         lines.append(f"- Roles run first: {', '.join(code(d) for d in depends)}.")
     return lines

@@ -84,22 +84,22 @@ def test_a_declared_default_is_written_nowhere_else(name: str) -> None:
     assert copies == []
 
 
-def _role_reads_collection_variables(role: Path) -> bool:
-    files = [
-        path
-        for path in role.rglob("*")
-        if path.is_file() and path.suffix in (".yml", ".j2") and path.name != "argument_specs.yml"
-    ]
-    return any(roledocs.VARIABLE_NAME.search(path.read_text()) for path in files)
+def _depends_on_common(role: str) -> bool:
+    meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
+    return COMMON in roledocs.dependencies(meta)
 
 
 @pytest.mark.parametrize(
     "role", sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
 )
 def test_a_role_that_reads_one_depends_on_role_common(role: str) -> None:
-    meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
-    depends = [d["role"] if isinstance(d, dict) else d for d in meta.get("dependencies") or []]
-    assert _role_reads_collection_variables(ROOT / "roles" / role) == (COMMON in depends)
+    """What the role's files use (its argument spec only names them in descriptions)."""
+    reads = any(
+        path.parts[:2] == ("roles", role) and path.name != "argument_specs.yml"
+        for paths in USES.values()
+        for path in paths
+    )
+    assert reads == _depends_on_common(role)
 
 
 def _plays() -> list[tuple[str, dict]]:
@@ -124,16 +124,9 @@ def test_a_play_that_reads_a_default_outside_its_roles_loads_role_common(
     if not any(re.search(rf"\b{name}\b", text) for name in DEFAULTS):
         return
     roles = [entry["role"] if isinstance(entry, dict) else entry for entry in play["roles"]]
-    assert any(
-        role == COMMON
-        or COMMON
-        in str(
-            yaml.safe_load(
-                (ROOT / "roles" / role.rsplit(".", 1)[-1] / "meta" / "main.yml").read_text()
-            ).get("dependencies")
-        )
-        for role in roles
-    ), where
+    assert any(role == COMMON or _depends_on_common(role.rsplit(".", 1)[-1]) for role in roles), (
+        where
+    )
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED))
