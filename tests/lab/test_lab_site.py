@@ -71,6 +71,10 @@ def test_site_runs_on_the_lab(site: subprocess.CompletedProcess[str]) -> None:
     assert "Ray at 192.168.100.11:6379: 2 nodes" in site.stdout
     assert "serves llmfleet-tiny (tensor parallel 2)" in site.stdout
     assert "spark-1 (llmfleet-tiny) answered in" in site.stdout  # the final chat request
+    # The validation play ran once on each host: the topology playbook's own import of it
+    # matched no host (group llmfleet_checked).
+    gathered = re.findall(r"^\[(\S+)\] ok: Gather the facts the checks read", site.stdout, re.M)
+    assert sorted(gathered) == ["localhost", "spark-1", "spark-2"], gathered
     # The one command a user types to start Claude Code against the lab.
     wrapper = Path.home() / ".local" / "bin" / "claude-local"
     assert f"Start it with: {wrapper}" in " ".join(site.stdout.split())
