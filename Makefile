@@ -37,11 +37,11 @@ lab-deps: ## Install the host packages and podman settings the lab needs (apt, r
 	@# runc: crun fails on this kernel's hybrid cgroups; explicit ulimits: no CAP_SYS_RESOURCE.
 	@printf '$(PODMAN_SETTINGS)' | cmp -s - $(CONTAINERS_CONF) || printf '$(PODMAN_SETTINGS)' > $(CONTAINERS_CONF)
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml lab/pyproject.toml
 	@echo "creating the Python environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev]' -e ./lab
 	@touch $@
 
 venv: $(VENV)/.installed ## Create the Python environment (ansible, molecule, linters, CLI)
@@ -84,8 +84,9 @@ test-fast: venv ## Unit tests and linters only (no lab)
 lint: venv ## Linters only
 	$(BIN)/pytest tests/quality $(PYTEST_ARGS)
 
-dist: venv ## Build the wheel (CLI + collection, for pipx) and the collection tarball into dist/
+dist: venv ## Build the wheels (CLI + collection, for pipx; the lab's) and the collection tarball into dist/
 	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/python -m build --no-isolation --outdir dist lab
 	$(BIN)/ansible-galaxy collection build --force --output-path dist
 
 clean: ## Remove the Python environment and caches (the lab image stays cached)

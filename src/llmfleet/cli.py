@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import tempfile
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from llmfleet.cli_options import (
     VerboseOption,
     fail,
 )
+from llmfleet.command_plugins import add_command_plugins
 from llmfleet.doctor import doctor
 from llmfleet.down import down
 from llmfleet.logs import logs
@@ -89,12 +89,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_show_locals=False,
 )
-# The lab is the checkout's test bed: the wheel leaves it out (pyproject.toml), and a CLI
-# installed from the wheel has no `lab` command.
-if importlib.util.find_spec("llmfleet.lab") is not None:
-    from llmfleet.lab.cli import lab_app
-
-    app.add_typer(lab_app, name="lab")
+add_command_plugins(app)
 app.command(help=PLAN_HELP, epilog=EXIT_CODES_EPILOG)(plan)
 app.command(help=STATUS_HELP, epilog=EXIT_CODES_EPILOG)(status)
 app.command(help=LOGS_HELP, epilog=EXIT_CODES_EPILOG)(logs)

@@ -3,7 +3,7 @@
 environment given at creation), vLLM started inside the Ray head container with vLLM's Ray
 executor, tensor parallel 2 across spark-1 and spark-2 (inventory/lab/group_vars/all/
 serving_path.yml; the lab's platform plugin gives vLLM's CPU build Ray's GPU key,
-src/llmfleet/lab/assets/image/ray-platform).
+lab/src/llmfleet_lab/assets/image/ray-platform).
 
 On a 2-node lab of its own, served on this path from its first run (as a user's fresh
 Sparks are), in the worker of the labs of their own (tests/conftest.py): it serves, a second
@@ -29,9 +29,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from llmfleet_lab import fault_cases, faults
 from rich.console import Console
-
-from llmfleet.lab import fault_cases, faults
 
 from .conftest import ROOT, TEST_LAB, Lab, changed_counts, llmfleet, run_up
 from .test_lab_operate import status

@@ -13,8 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from llmfleet.lab.orchestration import parse_recap
+from llmfleet_lab.orchestration import parse_recap
 
 from .conftest import ROOT, Lab, changed_counts, run_up, vllm_started
 

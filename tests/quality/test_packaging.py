@@ -38,6 +38,7 @@ DEV_ONLY = (
     "ansible.cfg",
     "collections/",
     "inventory/lab/",
+    "lab/",
     "molecule/",
     "src/",
     "tests/",
@@ -97,6 +98,9 @@ def outside_env(path: str, **extra: str) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 def test_one_version_number() -> None:
     assert pyproject()["project"]["version"] == galaxy()["version"]
+    lab = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert lab["version"] == galaxy()["version"]
+    assert f"llmfleet=={galaxy()['version']}" in lab["dependencies"]
 
 
 def test_license_is_the_apache_2_text() -> None:
@@ -207,14 +211,45 @@ def test_wheel_ships_the_collection_of_the_tarball(wheel: Path, collection_tarba
     assert f"llmfleet-{galaxy()['version']}.dist-info/METADATA" in names
 
 
+def _entry_points(archive: zipfile.ZipFile, name: str) -> str:
+    (listed,) = [n for n in archive.namelist() if n == f"{name}.dist-info/entry_points.txt"]
+    return archive.read(listed).decode()
+
+
 def test_wheel_leaves_the_lab_and_the_checkout_tools_out(wheel: Path) -> None:
     """The lab (its emulators, image assets, tiny-model maker) and the README generator are
-    the checkout's, not the product's."""
+    the checkout's, not the product's: the lab is a distribution of its own."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
+        entry_points = _entry_points(archive, f"llmfleet-{galaxy()['version']}")
     assert "llmfleet/cli.py" in names
-    assert not [n for n in names if n.startswith("llmfleet/lab/")]
+    assert not [n for n in names if n.startswith(("llmfleet/lab/", "llmfleet_lab/"))]
     assert "llmfleet/roledocs.py" not in names
+    assert "[console_scripts]\nllmfleet = llmfleet.cli:app" in entry_points
+    assert "llmfleet.commands" not in entry_points
+
+
+@pytest.fixture(scope="module")
+def lab_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lab's own distribution (lab/pyproject.toml), built as the product's is."""
+    out = tmp_path_factory.mktemp("lab-dist")
+    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT / "lab", cwd=ROOT)
+    (built,) = out.glob("llmfleet_lab-*.whl")
+    return built
+
+
+def test_the_lab_is_a_distribution_that_adds_the_lab_command(lab_wheel: Path) -> None:
+    with zipfile.ZipFile(lab_wheel) as archive:
+        names = archive.namelist()
+        entry_points = _entry_points(archive, f"llmfleet_lab-{galaxy()['version']}")
+        metadata = archive.read(f"llmfleet_lab-{galaxy()['version']}.dist-info/METADATA")
+    assert "llmfleet_lab/cli.py" in names
+    # the node image's recipe travels with it
+    assert "llmfleet_lab/assets/image/Containerfile" in names
+    assert any(n.startswith("llmfleet_lab/assets/image/emulators/") for n in names)
+    assert not [n for n in names if n.startswith(("llmfleet/", "ansible_collections/"))]
+    assert "[llmfleet.commands]\nlab = llmfleet_lab.cli:lab_app" in entry_points
+    assert f"Requires-Dist: llmfleet=={galaxy()['version']}" in metadata.decode()
 
 
 @pytest.fixture(scope="module")
@@ -240,12 +275,6 @@ def installed_wheel(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 def test_installed_wheel_works_outside_the_checkout(installed_wheel: Path, tmp_path: Path) -> None:
     env = outside_env("/usr/bin:/bin")
     assert "Usage: llmfleet" in run(installed_wheel / "llmfleet", "--help", cwd=tmp_path, env=env)
-    # No lab in the wheel, so no `lab` command (the checkout's editable install has one).
-    lab = subprocess.run(
-        [installed_wheel / "llmfleet", "lab", "--help"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert lab.returncode != 0 and "No such command 'lab'" in lab.stdout + lab.stderr, lab
     where = "from llmfleet.paths import collection_root; print(collection_root())"
     found = run(installed_wheel / "python", "-c", where, cwd=tmp_path, env=env).strip()
     assert found.startswith(str(installed_wheel.parent)), found
@@ -270,3 +299,18 @@ def test_installed_wheel_works_outside_the_checkout(installed_wheel: Path, tmp_p
     out = proc.stdout + proc.stderr
     assert "Check the whole inventory" in out, out[-4000:]
     assert proc.returncode == 1 and "no play had a host" in out, out[-4000:]
+
+
+def test_the_lab_wheel_adds_its_command_to_the_installed_cli(
+    installed_wheel: Path, lab_wheel: Path, tmp_path: Path
+) -> None:
+    """llmfleet-lab installed beside llmfleet adds `llmfleet lab` (its entry point)."""
+    env = outside_env("/usr/bin:/bin")
+    python = installed_wheel / "python"
+    pip_install = ["-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index"]
+    run(sys.executable, *pip_install, lab_wheel, cwd=tmp_path, env=env)
+    lab = run(installed_wheel / "llmfleet", "lab", "--help", cwd=tmp_path, env=env)
+    assert "Usage: llmfleet lab" in lab, lab
+    where = "import llmfleet_lab; print(llmfleet_lab.__file__)"
+    found = run(python, "-c", where, cwd=tmp_path, env=env).strip()
+    assert found.startswith(str(installed_wheel.parent)), found

@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from llmfleet_lab import cluster, node_settings
 from rich.text import Text
 from typer.testing import CliRunner
 
@@ -16,7 +17,6 @@ from llmfleet.bench_progress import progress_line
 from llmfleet.cli import app
 from llmfleet.cli_options import parse_extra_vars
 from llmfleet.declared_variables import DeclaredVariables
-from llmfleet.lab import cluster, node_settings
 from llmfleet.paths import CollectionNotFound, ansible_env, collection_root
 from llmfleet.run_display import result_details
 

@@ -7,9 +7,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-from llmfleet.lab import access
-from llmfleet.lab import nodes as lab_nodes
+from llmfleet_lab import access
+from llmfleet_lab import nodes as lab_nodes
 
 from .file_modules import load_file
 
@@ -147,6 +146,6 @@ def test_the_inventory_serves_on_the_labs_path(
 
 def test_the_inventory_script_and_the_lab_read_the_path_label_alike() -> None:
     # inventory/lab/nodes.py is standard library only (any Python runs it) and repeats the
-    # label's name and default: both must stay those of llmfleet.lab.nodes.
+    # label's name and default: both must stay those of llmfleet_lab.nodes.
     script = (ROOT / "inventory/lab/nodes.py").read_text()
     assert f'"{lab_nodes.PATH_LABEL}", "{lab_nodes.NATIVE_PATH}"' in script

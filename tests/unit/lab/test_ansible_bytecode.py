@@ -1,5 +1,5 @@
 """The lab nodes' bytecode cache for Ansible's module payloads
-(src/llmfleet/lab/assets/image/ansible-bytecode), run as the node's python3 runs it: a
+(lab/src/llmfleet_lab/assets/image/ansible-bytecode), run as the node's python3 runs it: a
 fresh interpreter with the hook loaded, importing from a zip the way AnsiballZ does."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-HOOK = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/ansible-bytecode"
+HOOK = Path(__file__).resolve().parents[3] / "lab/src/llmfleet_lab/assets/image/ansible-bytecode"
 
 MODULE = b"""
 def fail():

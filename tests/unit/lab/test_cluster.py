@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from llmfleet_lab import cluster
+from llmfleet_lab.cluster import node_address
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.nodes import default_path, lab_path
 from rich.console import Console
-
-from llmfleet.lab import cluster
-from llmfleet.lab.cluster import node_address
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.nodes import default_path, lab_path
 
 
 def test_each_node_keeps_a_fixed_address_above_the_pools_first_ones() -> None:

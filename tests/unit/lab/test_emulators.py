@@ -1,4 +1,4 @@
-"""Unit tests of the lab's CX7/RDMA emulators (src/llmfleet/lab/assets/image/emulators).
+"""Unit tests of the lab's CX7/RDMA emulators (lab/src/llmfleet_lab/assets/image/emulators).
 
 Each test builds a fake node in tmp_path: a net root shaped like /sys/class/net
 (operstate, mtu, address, flags, carrier, statistics/*), an ``ip -j addr``-shaped
@@ -28,7 +28,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._memory import (
 
 from .file_modules import load_file
 
-EMU = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators"
+EMU = Path(__file__).resolve().parents[3] / "lab/src/llmfleet_lab/assets/image/emulators"
 
 MACS = {
     "enp1s0f0np0": "4c:bb:47:2d:1a:16",

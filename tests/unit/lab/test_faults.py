@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from llmfleet_lab import fault_cases, faults
+from llmfleet_lab.faults import Sample, serving_again, settled
 from rich.console import Console
-
-from llmfleet.lab import fault_cases, faults
-from llmfleet.lab.faults import Sample, serving_again, settled
 
 
 def stream(*statuses: int, start: float = 100.0) -> list[Sample]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from llmfleet.lab import image
-from llmfleet.lab.errors import LabError
+from llmfleet_lab import image
+from llmfleet_lab.errors import LabError
 
 
 def test_digest_changes_with_content_and_names(tmp_path: Path) -> None:

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from llmfleet.lab import orchestration
-from llmfleet.lab.orchestration import OrchestrationResult, Run, parse_recap, render_markdown
+from llmfleet_lab import orchestration
+from llmfleet_lab.orchestration import OrchestrationResult, Run, parse_recap, render_markdown
 
 RECAP = """
 == RECAP

@@ -1,4 +1,4 @@
-"""The lab model's script (src/llmfleet/lab/assets/image/scripted/llmfleet_lab_script.py) on
+"""The lab model's script (lab/src/llmfleet_lab/assets/image/scripted/llmfleet_lab_script.py) on
 prompts rendered by the tiny model's own chat template (make_tiny_model.py), and its replies
 read back by the parsing rules of the tool-call parser each wire format is for."""
 
@@ -16,7 +16,7 @@ import yaml
 
 from .file_modules import load_file
 
-IMAGE = Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image"
+IMAGE = Path(__file__).resolve().parents[3] / "lab/src/llmfleet_lab/assets/image"
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
     for name in ("Bash", "Read")

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 HUB_SCRIPT = (
-    Path(__file__).resolve().parents[3] / "src/llmfleet/lab/assets/image/emulators/llmfleet-lab-hub"
+    Path(__file__).resolve().parents[3]
+    / "lab/src/llmfleet_lab/assets/image/emulators/llmfleet-lab-hub"
 )
 REPO_ID = "llmfleet/tiny-hub"
 TOKEN = "hf_labTestToken0123456789"  # a test value, never a real token
@@ -87,7 +88,7 @@ def git_blob_sha1(content: bytes) -> str:
 
 def hub_script() -> Path:
     if not HUB_SCRIPT.is_file():
-        pytest.skip("the lab's Hub server (src/llmfleet/lab/...) is not in this copy")
+        pytest.skip("the lab's Hub server (lab/src/llmfleet_lab/...) is not in this copy")
     return HUB_SCRIPT
 
 

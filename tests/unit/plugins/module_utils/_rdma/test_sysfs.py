@@ -25,7 +25,7 @@ from tests.unit.plugins.conftest import (
     SparkSysfs,
 )
 
-EMULATORS = Path(__file__).resolve().parents[5] / "src/llmfleet/lab/assets/image/emulators"
+EMULATORS = Path(__file__).resolve().parents[5] / "lab/src/llmfleet_lab/assets/image/emulators"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils._capacity.inputs 
     resolve_settings,
 )
 
-# The lab's model, as the lab image generates it (src/llmfleet/lab/assets/image/
+# The lab's model, as the lab image generates it (lab/src/llmfleet_lab/assets/image/
 # make_tiny_model.py); its model.safetensors is 4,787,648 bytes.
 LAB_MODEL = {
     "architectures": ["LlamaForCausalLM"],

@@ -8,7 +8,7 @@ import subprocess
 import time
 from typing import Any
 
-from llmfleet.lab.errors import LabError
+from llmfleet_lab.errors import LabError
 
 
 def run(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,8 @@ import time
 import urllib.error
 import urllib.request
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
 
 HUB_LABEL = "llmfleet.lab.hub"
 HUB_ALIAS = "hub"

@@ -26,10 +26,10 @@ from typing import Any
 
 from rich.console import Console
 
-from llmfleet.lab import cluster, podman
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.fault_cases import BOUND_S, CASES, Case
-from llmfleet.lab.nodes import DEFAULT_LAB, RAY_CONTAINER_PATH, lab_nodes, lab_path
+from llmfleet_lab import cluster, podman
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.fault_cases import BOUND_S, CASES, Case
+from llmfleet_lab.nodes import DEFAULT_LAB, RAY_CONTAINER_PATH, lab_nodes, lab_path
 
 # inventory/lab/group_vars/all/serving.yml: the lab's own key (not a secret).
 LAB_API_KEY = "llmfleet-lab-key"

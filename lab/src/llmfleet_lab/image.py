@@ -40,8 +40,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
 
 ASSETS_DIR = Path(__file__).parent / "assets" / "image"
 SUITE = "bookworm"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
 
 DEFAULT_LAB = "llmfleet-lab"
 LAB_LABEL = "llmfleet.lab"

@@ -7,9 +7,9 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.nodes import NODE_LABEL, container_for, lab_nodes
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.nodes import NODE_LABEL, container_for, lab_nodes
 
 SETTINGS_FILE = "/etc/llmfleet-lab/settings.json"
 EMULATED_SYSFS = "/run/llmfleet-lab/sysfs"

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
 
-from llmfleet.lab import access, hub, podman
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.fabric import (
+from llmfleet_lab import access, hub, podman
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.fabric import (
     CX7_PORTS,
     fabric_namespace,
     host_command,
@@ -27,7 +27,7 @@ from llmfleet.lab.fabric import (
     wait_emulated_hardware,
     wire_fabric,
 )
-from llmfleet.lab.image import (
+from llmfleet_lab.image import (
     NODE_RUNTIME_ARCHIVE,
     ensure_image,
     host_ca_bundle,
@@ -35,7 +35,7 @@ from llmfleet.lab.image import (
     node_image_ref,
     runtime_archive,
 )
-from llmfleet.lab.nodes import (
+from llmfleet_lab.nodes import (
     DEFAULT_LAB,
     LAB_LABEL,
     NODE_LABEL,

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from llmfleet.lab import cluster, podman
-from llmfleet.lab.errors import LabError
+from llmfleet_lab import cluster, podman
+from llmfleet_lab.errors import LabError
 
 # Targets of issue 12 (the benchmark reports them; no test asserts a time).
 NO_OP_TARGET_S = 20.0

@@ -16,9 +16,9 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.nodes import Node
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.nodes import Node
 
 CX7_PORTS: dict[int, tuple[str, str]] = {
     0: ("enp1s0f0np0", "enP2p1s0f0np0"),

@@ -1,4 +1,4 @@
-"""The cases of `llmfleet lab faults` (llmfleet.lab.faults): what each breaks, the way it
+"""The cases of `llmfleet lab faults` (llmfleet_lab.faults): what each breaks, the way it
 breaks on Sparks, on the lab's serving path, and the bound within which the group must serve
 again."""
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from llmfleet.lab import podman
+from llmfleet_lab import podman
 
 # The lab's vLLM starts in about 40-60 s and warms up in 10-15 s on two shared cores; a node
 # that boots adds its units' start. Serving again within 2 minutes of the node being back is
@@ -26,7 +26,7 @@ RAY_CONTAINER = "llmfleet-ray"
 
 
 class Lab(Protocol):
-    """What a case needs of the served lab (llmfleet.lab.faults.Lab)."""
+    """What a case needs of the served lab (llmfleet_lab.faults.Lab)."""
 
     @property
     def on_ray_containers(self) -> bool: ...

@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llmfleet.lab import cluster, fabric, faults, image, node_settings, orchestration
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.nodes import DEFAULT_LAB, Node, hostname_of
+from llmfleet_lab import cluster, fabric, faults, image, node_settings, orchestration
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.nodes import DEFAULT_LAB, Node, hostname_of
 
 LAB_EXIT_CODES_EPILOG = (
     "[bold]Exit codes[/bold]\n"

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmfleet.lab import podman
-from llmfleet.lab.errors import LabError
-from llmfleet.lab.image import cache_dir
+from llmfleet_lab import podman
+from llmfleet_lab.errors import LabError
+from llmfleet_lab.image import cache_dir
 
 SSH_LABEL = "llmfleet.lab.ssh"
 KEY_NAME = "id_ed25519"
