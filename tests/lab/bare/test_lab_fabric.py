@@ -129,6 +129,10 @@ def test_a_slow_rail_fails_rdma_verify_naming_rail_and_number(converged: Lab) ->
         converged.cli("set", "ib_write_bw_gbits.roceP2p1s0f1=105.8")
 
 
+# Extended (111 s of make test's labs of their own, 2026-11-29): make test refuses the same
+# value through the same validation play in test_lab_validation.py's matrix (case
+# shared_subnet, which also finds every node's netplan files unchanged).
+@pytest.mark.extended
 def test_same_subnet_on_both_halves_is_refused_before_writing(converged: Lab) -> None:
     candidate = "/etc/netplan/41-refused.yaml"
     subnets = json.dumps({"enp1s0f1np1": "192.168.100.0/24", "enP2p1s0f1np1": "192.168.100.0/24"})
