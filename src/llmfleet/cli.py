@@ -301,7 +301,8 @@ def tune(  # noqa: PLR0917 - typer maps parameters to options
         typer.Option(
             "--grid",
             metavar="KEY=V1,V2",
-            help="A vLLM option (or rails, transport) and the values to try; repeatable.",
+            help="A vLLM option (or rails, transport, speculative, group_size) and the values"
+            " to try; repeatable.",
         ),
     ] = None,
     sessions: Annotated[

@@ -96,12 +96,17 @@ TUNE_HELP = (
     "[cyan]llmfleet_tune_grid[/cyan], else the field notes' max_num_seqs 8/16/32, "
     "max_num_batched_tokens 4096/8192 and prefix caching on/off, with on two Sparks or more "
     "[cyan]rails[/cyan] single/dual and [cyan]transport[/cyan] rdma/socket. Keys are the "
-    "profile's vLLM options. The session shape is the inventory's first session scenario in "
+    "profile's vLLM options; [cyan]speculative[/cyan] (off, ngram:4, suffix, mtp:1) vLLM's "
+    "speculative decoding; [cyan]group_size[/cyan] the serving layout (Sparks per serving "
+    "group, or all: one group across every Spark; several groups need a host in group "
+    "gateways, through which every layout is measured). The session shape is the "
+    "inventory's first session scenario in "
     "[cyan]benchmark_scenarios[/cyan]. Every key and value is checked before any host "
     "changes.\n\n"
     "[bold]Examples[/bold]\n"
     "  [cyan]llmfleet tune -i inventory/sparks[/cyan]\n"
-    "  [cyan]llmfleet tune -i inventory/lab --grid max_num_seqs=1,8 --sessions 4[/cyan]"
+    "  [cyan]llmfleet tune -i inventory/lab --grid max_num_seqs=1,8 --sessions 4[/cyan]\n"
+    "  [cyan]llmfleet tune -i inventory/sparks --grid group_size=all,1 --sessions 8[/cyan]"
 )
 
 UPGRADE_HELP = (

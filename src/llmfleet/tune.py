@@ -5,7 +5,8 @@ Each point of the grid (the product of its values, in the order given) is served
 ``site.yml --tags preflight,vllm_server`` with the point as extra variables (vLLM's options
 as ``llmfleet_tuned_overrides``, which role vllm_server merges over the profile's
 overrides; ``rails`` and ``transport`` as the fabric's own variables, served by the whole
-``site.yml``), then measured by ``playbooks/bench.yml`` with a warm-up and one session
+``site.yml``; ``group_size``, the serving layout, too), then measured by
+``playbooks/bench.yml`` with a warm-up and one session
 scenario per session count. The winner (``choose``) goes to the inventory's
 ``group_vars/all/tuned.yml`` and the cluster is left serving it. Every point, its numbers and
 its verdict are kept as JSON, markdown and PNG under ``artifacts/tune``.
@@ -46,6 +47,14 @@ SPARK_GRID: dict[str, list[Any]] = {"rails": ["single", "dual"], "transport": ["
 # step (`ngram:4`, `suffix`, `mtp:1`), served as the profile's speculative_config.
 SPECULATIVE_KEY = "speculative"
 SPECULATIVE_OFF = ("off", "none", None, False)
+# The serving layout as a grid key: Sparks per serving group (``llmfleet_group_size``), or
+# `all` for one group across every Spark. Each layout is served by the whole site.yml (a vLLM
+# and a Ray cluster per group, the serving gateway in front of the groups) and measured
+# through the inventory's endpoint, the gateway: one TP=2 pair against two single Sparks
+# behind the gateway, at the sweep's session counts.
+LAYOUT_KEY = "group_size"
+LAYOUT_ALL = "all"
+LAYOUT_VARIABLE = "llmfleet_group_size"
 DEFAULT_SESSIONS = (4, 8)
 # A point whose output tokens/s falls more than this below the best point's (at any session
 # count) cannot win, however low its TTFT.
@@ -114,6 +123,9 @@ def point_variables(point: dict[str, Any]) -> dict[str, Any]:
             variables[variable] = meanings[value]
         elif key == SPECULATIVE_KEY:
             variables[TUNED_VARIABLE]["speculative_config"] = speculative_config(value)
+        elif key == LAYOUT_KEY:
+            # Unset (null) is one group across every Spark.
+            variables[LAYOUT_VARIABLE] = None if value == LAYOUT_ALL else value
         else:
             variables[TUNED_VARIABLE][key] = value
     return variables
@@ -135,7 +147,8 @@ def load_vllm_filter(root: Path) -> Any:
 
 def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
     """What is wrong with a grid, found before any host changes: keys that are neither a vLLM
-    profile option nor a fabric key, values vLLM or the fabric would refuse."""
+    profile option nor a fabric or layout key, values vLLM or the fabric would refuse (the
+    layout's against the inventory: ``layout_problems``)."""
     checks = load_vllm_filter(root)
     problems = []
     if not grid:
@@ -152,9 +165,12 @@ def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
             ]
         elif key == SPECULATIVE_KEY:
             problems += speculative_problems(values, checks)
+        elif key == LAYOUT_KEY:
+            continue
         elif key not in checks.PROFILE_OPTIONS:
             problems.append(
-                f"grid key {key} is not a vLLM profile option nor {sorted(FABRIC_KEYS)};"
+                f"grid key {key} is not a vLLM profile option nor"
+                f" {sorted([*FABRIC_KEYS, SPECULATIVE_KEY, LAYOUT_KEY])};"
                 f" expected one of {list(checks.PROFILE_OPTIONS)}"
             )
         else:
@@ -180,6 +196,38 @@ def speculative_problems(values: list[Any], checks: Any) -> list[str]:
         problem = None if config is None else checks.speculative.shape_problem(config)
         if problem:
             problems.append(f"grid key {SPECULATIVE_KEY} has {value!r}: {problem}")
+    return problems
+
+
+def layout_problems(grid: dict[str, list[Any]], settings: dict[str, Any]) -> list[str]:
+    """What the inventory cannot serve of the ``group_size`` grid key's values: a size that is
+    not a whole number above 0 (or `all`), that does not divide the Sparks, or several groups
+    with no serving gateway to spread the sessions over them."""
+    values = grid.get(LAYOUT_KEY)
+    if not isinstance(values, list):
+        return []
+    sparks, problems = settings["sparks"], []
+    if not sparks:
+        return [f"grid key {LAYOUT_KEY} needs Sparks to cut into groups; the inventory has none"]
+    for value in values:
+        if value == LAYOUT_ALL:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(
+                f"grid key {LAYOUT_KEY} has {value!r}; expected Sparks per serving group (a"
+                f" whole number above 0) or {LAYOUT_ALL} (one group across every Spark)"
+            )
+        elif sparks % value:
+            problems.append(
+                f"grid key {LAYOUT_KEY} has {value}, which does not divide the {sparks} Sparks"
+                " into whole groups"
+            )
+        elif value < sparks and not settings.get("gateways"):
+            problems.append(
+                f"grid key {LAYOUT_KEY} has {value}: {sparks // value} serving groups, which the"
+                " sessions reach only through a serving gateway; expected a host in group"
+                " gateways"
+            )
     return problems
 
 
@@ -283,7 +331,8 @@ def tuned_file_text(point: dict[str, Any], report: str) -> str:
 
 def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
     """The variables of the inventory's first serving host (group ``sparks``, else ``gh200``)
-    as ``ansible-inventory`` reads them (not templated), and the number of Sparks."""
+    as ``ansible-inventory`` reads them (not templated), the number of Sparks and of serving
+    gateways."""
     proc = subprocess.run(
         ["ansible-inventory", "-i", str(inventory), "--list"],
         capture_output=True,
@@ -300,7 +349,8 @@ def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
     if not serving:
         raise TuneError(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
     hostvars = listing.get("_meta", {}).get("hostvars", {}).get(serving[0], {})
-    return {"sparks": len(sparks), "vars": hostvars}
+    gateways = listing.get("gateways", {}).get("hosts", [])
+    return {"sparks": len(sparks), "gateways": len(gateways), "vars": hostvars}
 
 
 def sweep_plan(
@@ -327,5 +377,6 @@ def sweep_plan(
 
 
 def needs_whole_site(point: dict[str, Any]) -> bool:
-    """A point that changes the fabric is served by the whole site.yml."""
-    return any(key in FABRIC_KEYS for key in point)
+    """A point that changes the fabric or the serving layout is served by the whole
+    site.yml."""
+    return any(key in FABRIC_KEYS or key == LAYOUT_KEY for key in point)

@@ -7,7 +7,7 @@ import io
 import json
 from typing import Any
 
-from llmfleet.tune import point_label
+from llmfleet.tune import LAYOUT_ALL, LAYOUT_KEY, point_label
 
 NONE_TEXT = "—"
 PNG_SIZE = (1200, 700)
@@ -44,6 +44,13 @@ def render_markdown(sweep: dict[str, Any]) -> str:
         " session count and, with one session alone in the sweep, whose decode tok/s there is"
         " within as much of the best.",
     ]
+    if LAYOUT_KEY in sweep["grid"]:
+        lines.append(
+            f"- Layout ({LAYOUT_KEY}): Sparks per serving group, each group its own vLLM with"
+            f" tensor parallel across its Sparks; {LAYOUT_ALL}: one group across every Spark."
+            " Every layout is measured through the same endpoint, the serving gateway in front"
+            " of the groups."
+        )
     winner = sweep.get("winner")
     if winner is None:
         lines.append("- **No winner**: no point was measured without errors.")

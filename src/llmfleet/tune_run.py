@@ -21,6 +21,7 @@ from llmfleet.tune import (
     grid_points,
     grid_problems,
     inventory_settings,
+    layout_problems,
     measurements,
     needs_whole_site,
     point_label,
@@ -132,7 +133,7 @@ class Sweep:
         """Sweep, report, keep and serve the winner; the exit code and the report's JSON."""
         settings = inventory_settings(self.root, self.inventory)
         grid, counts, shape = sweep_plan(self.root, settings, grid, sessions)
-        problems = grid_problems(grid, self.root)
+        problems = grid_problems(grid, self.root) + layout_problems(grid, settings)
         problems += [f"--sessions has {c!r}; expected whole numbers above 0" for c in counts
                      if not isinstance(c, int) or isinstance(c, bool) or c < 1]  # fmt: skip
         if problems:

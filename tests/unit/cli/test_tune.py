@@ -174,6 +174,75 @@ def test_speculative_decoding_is_a_grid_key_with_its_acceptance_in_the_report() 
     assert '| 2 | "ngram:4" | 400 | 60.0 | 14.5 | 62% | **winner** |' in markdown
 
 
+def test_the_serving_layout_is_a_grid_key_served_by_the_whole_site() -> None:
+    """`group_size=all,1`: one group across every Spark, then groups of one Spark, each served
+    by the whole site.yml (the groups' Ray clusters and the gateway change too)."""
+    grid = tune.parse_grid(["group_size=all,1"])
+    assert grid == {"group_size": ["all", 1]}
+    assert tune.grid_problems(grid, ROOT) == []
+    points = tune.grid_points(grid)
+    assert [tune.point_variables(point) for point in points] == [
+        {"llmfleet_tuned_overrides": {}, "llmfleet_group_size": None},
+        {"llmfleet_tuned_overrides": {}, "llmfleet_group_size": 1},
+    ]
+    assert all(tune.needs_whole_site(point) for point in points)
+    # The winner is kept as the inventory's layout.
+    kept = yaml.safe_load(tune.tuned_file_text(points[1], "report.json"))
+    assert kept["llmfleet_group_size"] == 1
+
+
+def test_a_layout_the_inventory_cannot_serve_is_named_before_anything_runs() -> None:
+    two_with_gateway = {"sparks": 2, "gateways": 1, "vars": {}}
+    assert tune.layout_problems({"group_size": ["all", 1, 2]}, two_with_gateway) == []
+    assert tune.layout_problems({"max_num_seqs": [8]}, {"sparks": 0, "gateways": 0}) == []
+    [no_gateway] = tune.layout_problems(
+        {"group_size": ["all", 1, 2]}, {"sparks": 2, "gateways": 0, "vars": {}}
+    )
+    assert no_gateway == (
+        "grid key group_size has 1: 2 serving groups, which the sessions reach only through a"
+        " serving gateway; expected a host in group gateways"
+    )
+    problems = tune.layout_problems(
+        {"group_size": [2, 0, True, "two"]}, {"sparks": 3, "gateways": 1, "vars": {}}
+    )
+    assert (
+        problems[0]
+        == "grid key group_size has 2, which does not divide the 3 Sparks into whole groups"
+    )
+    assert [problem.split(";")[0] for problem in problems[1:]] == [
+        f"grid key group_size has {value}" for value in ("0", "True", "'two'")
+    ]
+    assert tune.layout_problems({"group_size": [1]}, {"sparks": 0, "gateways": 0}) == [
+        "grid key group_size needs Sparks to cut into groups; the inventory has none"
+    ]
+
+
+def test_the_report_says_what_a_layout_is() -> None:
+    record = sweep_record()
+    record["grid"] = {"group_size": ["all", 1]}
+    for number, point in enumerate(record["points"]):
+        point["point"] = {"group_size": ["all", 1][number]}
+    markdown = tune_report.render_markdown(record)
+    assert "- Layout (group_size): Sparks per serving group" in markdown
+    assert "- **Winner: point 2**, group_size=1, kept in" in markdown
+    assert "| 2 | 1 | 400 | 60.0 | — | **winner** |" in markdown
+
+
+def test_the_cli_refuses_groups_without_a_gateway_before_any_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """inventory/sparks has two Sparks and no gateway: groups of one cannot be measured."""
+    monkeypatch.setenv("LLMFLEET_HOME", str(ROOT))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        app, ["tune", "-i", "inventory/sparks", "--grid", "group_size=all,1", "--plain"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "grid key group_size has 1: 2 serving groups" in " ".join(result.output.split())
+    assert "PLAY" not in result.output
+
+
 def test_measurements_read_the_decode_speed_and_the_acceptance() -> None:
     benchmark = {
         "scenarios": [
