@@ -50,8 +50,9 @@ SPECULATIVE_OFF = ("off", "none", None, False)
 # The serving layout as a grid key: Sparks per serving group (``llmfleet_group_size``), or
 # `all` for one group across every Spark. Each layout is served by the whole site.yml (a vLLM
 # and a Ray cluster per group, the serving gateway in front of the groups) and measured
-# through the inventory's endpoint, the gateway: one TP=2 pair against two single Sparks
-# behind the gateway, at the sweep's session counts.
+# through the inventory's endpoint, the gateway, at the sweep's session counts: on 8 Sparks,
+# four pairs against two groups of four against one group of eight. A group is 2 Sparks or
+# more (plugins/filter/serving.py: one Spark alone serves in the single-node inventory).
 LAYOUT_KEY = "group_size"
 LAYOUT_ALL = "all"
 LAYOUT_VARIABLE = "llmfleet_group_size"
@@ -131,8 +132,8 @@ def point_variables(point: dict[str, Any]) -> dict[str, Any]:
     return variables
 
 
-def load_vllm_filter(root: Path) -> Any:
-    """The collection's vllm filter plugin (plugins/filter/vllm.py), for its checks. It
+def load_filter(root: Path, name: str) -> Any:
+    """The collection's filter plugin ``name`` (plugins/filter/<name>.py), for its checks. It
     imports the collection's plugin_utils as ansible does (``ansible_collections.llmfleet.
     cluster``): the folder that holds that name for ``root`` goes on ``sys.path`` first (the
     checkout's ``collections/``; the wheel's site-packages already is)."""
@@ -142,14 +143,14 @@ def load_vllm_filter(root: Path) -> Any:
             if str(holder) not in sys.path:
                 sys.path.append(str(holder))
             break
-    return importlib.import_module("ansible_collections.llmfleet.cluster.plugins.filter.vllm")
+    return importlib.import_module(f"ansible_collections.llmfleet.cluster.plugins.filter.{name}")
 
 
 def grid_problems(grid: dict[str, list[Any]], root: Path) -> list[str]:
     """What is wrong with a grid, found before any host changes: keys that are neither a vLLM
     profile option nor a fabric or layout key, values vLLM or the fabric would refuse (the
     layout's against the inventory: ``layout_problems``)."""
-    checks = load_vllm_filter(root)
+    checks = load_filter(root, "vllm")
     problems = []
     if not grid:
         problems.append("the grid is empty: give --grid KEY=V1,V2 or llmfleet_tune_grid")
@@ -199,33 +200,33 @@ def speculative_problems(values: list[Any], checks: Any) -> list[str]:
     return problems
 
 
-def layout_problems(grid: dict[str, list[Any]], settings: dict[str, Any]) -> list[str]:
-    """What the inventory cannot serve of the ``group_size`` grid key's values: a size that is
-    not a whole number above 0 (or `all`), that does not divide the Sparks, or several groups
-    with no serving gateway to spread the sessions over them."""
+def layout_problems(grid: dict[str, list[Any]], settings: dict[str, Any], root: Path) -> list[str]:
+    """What the inventory cannot serve of the ``group_size`` grid key's values: what the
+    validation of the point's run would refuse of the groups it cuts (plugins/filter/serving.py:
+    a size of 2 Sparks or more that divides them), a value that is neither a whole number nor
+    `all`, or several groups with no serving gateway to spread the sessions over them."""
     values = grid.get(LAYOUT_KEY)
     if not isinstance(values, list):
         return []
-    sparks, problems = settings["sparks"], []
+    sparks = settings["spark_hosts"]
     if not sparks:
         return [f"grid key {LAYOUT_KEY} needs Sparks to cut into groups; the inventory has none"]
+    serving, problems = load_filter(root, "serving"), []
     for value in values:
         if value == LAYOUT_ALL:
             continue
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool):
             problems.append(
                 f"grid key {LAYOUT_KEY} has {value!r}; expected Sparks per serving group (a"
-                f" whole number above 0) or {LAYOUT_ALL} (one group across every Spark)"
+                f" whole number) or {LAYOUT_ALL} (one group across every Spark)"
             )
-        elif sparks % value:
+            continue
+        refused = serving.serving_group_problems({"sparks": sparks}, value)
+        problems += [f"grid key {LAYOUT_KEY} has {value}: {problem}" for problem in refused]
+        if not refused and value < len(sparks) and not settings["gateways"]:
             problems.append(
-                f"grid key {LAYOUT_KEY} has {value}, which does not divide the {sparks} Sparks"
-                " into whole groups"
-            )
-        elif value < sparks and not settings.get("gateways"):
-            problems.append(
-                f"grid key {LAYOUT_KEY} has {value}: {sparks // value} serving groups, which the"
-                " sessions reach only through a serving gateway; expected a host in group"
+                f"grid key {LAYOUT_KEY} has {value}: {len(sparks) // value} serving groups, which"
+                " the sessions reach only through a serving gateway; expected a host in group"
                 " gateways"
             )
     return problems
@@ -350,7 +351,12 @@ def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
         raise TuneError(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
     hostvars = listing.get("_meta", {}).get("hostvars", {}).get(serving[0], {})
     gateways = listing.get("gateways", {}).get("hosts", [])
-    return {"sparks": len(sparks), "gateways": len(gateways), "vars": hostvars}
+    return {
+        "sparks": len(sparks),
+        "spark_hosts": sparks,
+        "gateways": len(gateways),
+        "vars": hostvars,
+    }
 
 
 def sweep_plan(

@@ -133,7 +133,7 @@ class Sweep:
         """Sweep, report, keep and serve the winner; the exit code and the report's JSON."""
         settings = inventory_settings(self.root, self.inventory)
         grid, counts, shape = sweep_plan(self.root, settings, grid, sessions)
-        problems = grid_problems(grid, self.root) + layout_problems(grid, settings)
+        problems = grid_problems(grid, self.root) + layout_problems(grid, settings, self.root)
         problems += [f"--sessions has {c!r}; expected whole numbers above 0" for c in counts
                      if not isinstance(c, int) or isinstance(c, bool) or c < 1]  # fmt: skip
         if problems:

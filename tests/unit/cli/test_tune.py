@@ -175,63 +175,68 @@ def test_speculative_decoding_is_a_grid_key_with_its_acceptance_in_the_report() 
 
 
 def test_the_serving_layout_is_a_grid_key_served_by_the_whole_site() -> None:
-    """`group_size=all,1`: one group across every Spark, then groups of one Spark, each served
-    by the whole site.yml (the groups' Ray clusters and the gateway change too)."""
-    grid = tune.parse_grid(["group_size=all,1"])
-    assert grid == {"group_size": ["all", 1]}
+    """`group_size=all,2`: one group across every Spark, then pairs, each served by the whole
+    site.yml (the groups' Ray clusters and the gateway change too)."""
+    grid = tune.parse_grid(["group_size=all,2"])
+    assert grid == {"group_size": ["all", 2]}
     assert tune.grid_problems(grid, ROOT) == []
     points = tune.grid_points(grid)
     assert [tune.point_variables(point) for point in points] == [
         {"llmfleet_tuned_overrides": {}, "llmfleet_group_size": None},
-        {"llmfleet_tuned_overrides": {}, "llmfleet_group_size": 1},
+        {"llmfleet_tuned_overrides": {}, "llmfleet_group_size": 2},
     ]
     assert all(tune.needs_whole_site(point) for point in points)
     # The winner is kept as the inventory's layout.
     kept = yaml.safe_load(tune.tuned_file_text(points[1], "report.json"))
-    assert kept["llmfleet_group_size"] == 1
+    assert kept["llmfleet_group_size"] == 2
+
+
+def sparks(count: int, gateways: int = 1) -> dict[str, Any]:
+    hosts = [f"spark-{index}" for index in range(1, count + 1)]
+    return {"sparks": count, "spark_hosts": hosts, "gateways": gateways, "vars": {}}
 
 
 def test_a_layout_the_inventory_cannot_serve_is_named_before_anything_runs() -> None:
-    two_with_gateway = {"sparks": 2, "gateways": 1, "vars": {}}
-    assert tune.layout_problems({"group_size": ["all", 1, 2]}, two_with_gateway) == []
-    assert tune.layout_problems({"max_num_seqs": [8]}, {"sparks": 0, "gateways": 0}) == []
-    [no_gateway] = tune.layout_problems(
-        {"group_size": ["all", 1, 2]}, {"sparks": 2, "gateways": 0, "vars": {}}
-    )
+    """The sizes the run's validation would refuse (plugins/filter/serving.py's own check),
+    and several groups without a gateway."""
+    assert tune.layout_problems({"group_size": ["all", 2, 4]}, sparks(4), ROOT) == []
+    assert tune.layout_problems({"max_num_seqs": [8]}, sparks(0, 0), ROOT) == []
+    assert tune.layout_problems({"group_size": ["all", 2]}, sparks(2, gateways=0), ROOT) == []
+    [no_gateway] = tune.layout_problems({"group_size": [2]}, sparks(4, gateways=0), ROOT)
     assert no_gateway == (
-        "grid key group_size has 1: 2 serving groups, which the sessions reach only through a"
+        "grid key group_size has 2: 2 serving groups, which the sessions reach only through a"
         " serving gateway; expected a host in group gateways"
     )
-    problems = tune.layout_problems(
-        {"group_size": [2, 0, True, "two"]}, {"sparks": 3, "gateways": 1, "vars": {}}
+    problems = tune.layout_problems({"group_size": [1, 3, True, "two"]}, sparks(4), ROOT)
+    assert problems[0].startswith(
+        "grid key group_size has 1: llmfleet_group_size is 1; expected a whole number of 2 or more"
     )
-    assert (
-        problems[0]
-        == "grid key group_size has 2, which does not divide the 3 Sparks into whole groups"
+    assert problems[1].startswith(
+        "grid key group_size has 3: llmfleet_group_size is 3 but the sparks group has 4 hosts"
     )
-    assert [problem.split(";")[0] for problem in problems[1:]] == [
-        f"grid key group_size has {value}" for value in ("0", "True", "'two'")
+    assert [problem.split(";")[0] for problem in problems[2:]] == [
+        f"grid key group_size has {value}" for value in ("True", "'two'")
     ]
-    assert tune.layout_problems({"group_size": [1]}, {"sparks": 0, "gateways": 0}) == [
+    assert tune.layout_problems({"group_size": [2]}, sparks(0, 0), ROOT) == [
         "grid key group_size needs Sparks to cut into groups; the inventory has none"
     ]
 
 
 def test_the_report_says_what_a_layout_is() -> None:
     record = sweep_record()
-    record["grid"] = {"group_size": ["all", 1]}
+    record["grid"] = {"group_size": ["all", 2]}
     for number, point in enumerate(record["points"]):
-        point["point"] = {"group_size": ["all", 1][number]}
+        point["point"] = {"group_size": ["all", 2][number]}
     markdown = tune_report.render_markdown(record)
     assert "- Layout (group_size): Sparks per serving group" in markdown
-    assert "- **Winner: point 2**, group_size=1, kept in" in markdown
-    assert "| 2 | 1 | 400 | 60.0 | — | **winner** |" in markdown
+    assert "- **Winner: point 2**, group_size=2, kept in" in markdown
+    assert "| 2 | 2 | 400 | 60.0 | — | **winner** |" in markdown
 
 
-def test_the_cli_refuses_groups_without_a_gateway_before_any_run(
+def test_the_cli_refuses_a_layout_the_sparks_cannot_serve_before_any_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """inventory/sparks has two Sparks and no gateway: groups of one cannot be measured."""
+    """inventory/sparks has two Sparks: a group of one is refused by the product's own rule."""
     monkeypatch.setenv("LLMFLEET_HOME", str(ROOT))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.chdir(ROOT)
@@ -239,7 +244,7 @@ def test_the_cli_refuses_groups_without_a_gateway_before_any_run(
         app, ["tune", "-i", "inventory/sparks", "--grid", "group_size=all,1", "--plain"]
     )
     assert result.exit_code == 1, result.output
-    assert "grid key group_size has 1: 2 serving groups" in " ".join(result.output.split())
+    assert "grid key group_size has 1: llmfleet_group_size is 1" in " ".join(result.output.split())
     assert "PLAY" not in result.output
 
 
