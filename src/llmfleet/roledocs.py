@@ -51,8 +51,9 @@ VARIABLE_NAME = re.compile(r"\bllmfleet_[a-z0-9_]*[a-z0-9]\b")
 # backends and ACLs llmfleet_*.
 JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
 # llmfleet_ names in those folders that are not Ansible variables: the Python module of the
-# lab's scripted model that vLLM loads (a logits processor).
-NOT_VARIABLES = {"llmfleet_lab_scripted_processor"}
+# lab's scripted model that vLLM loads (a logits processor), the lab's package (named in the
+# paths of comments), the group the validation play puts each host it checked in.
+NOT_VARIABLES = {"llmfleet_lab_scripted_processor", "llmfleet_lab", "llmfleet_checked"}
 
 
 def load_yaml(path: Path) -> Any:
