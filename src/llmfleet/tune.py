@@ -208,7 +208,7 @@ def layout_problems(grid: dict[str, list[Any]], settings: dict[str, Any], root: 
     values = grid.get(LAYOUT_KEY)
     if not isinstance(values, list):
         return []
-    sparks = settings["spark_hosts"]
+    sparks = settings["sparks"]
     if not sparks:
         return [f"grid key {LAYOUT_KEY} needs Sparks to cut into groups; the inventory has none"]
     serving, problems = load_filter(root, "serving"), []
@@ -332,7 +332,7 @@ def tuned_file_text(point: dict[str, Any], report: str) -> str:
 
 def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
     """The variables of the inventory's first serving host (group ``sparks``, else ``gh200``)
-    as ``ansible-inventory`` reads them (not templated), the number of Sparks and of serving
+    as ``ansible-inventory`` reads them (not templated), the Sparks and the number of serving
     gateways."""
     proc = subprocess.run(
         ["ansible-inventory", "-i", str(inventory), "--list"],
@@ -351,12 +351,7 @@ def inventory_settings(root: Path, inventory: Path) -> dict[str, Any]:
         raise TuneError(f"{inventory} has no serving host (no host in the sparks or gh200 group)")
     hostvars = listing.get("_meta", {}).get("hostvars", {}).get(serving[0], {})
     gateways = listing.get("gateways", {}).get("hosts", [])
-    return {
-        "sparks": len(sparks),
-        "spark_hosts": sparks,
-        "gateways": len(gateways),
-        "vars": hostvars,
-    }
+    return {"sparks": sparks, "gateways": len(gateways), "vars": hostvars}
 
 
 def sweep_plan(
@@ -371,7 +366,7 @@ def sweep_plan(
         grid = dict(found.get("llmfleet_tune_grid") or {})
     if not grid:
         grid = dict(DEFAULT_GRID)
-        if settings["sparks"] > 1 and found.get("llmfleet_nccl_mode", "ib") == "ib":
+        if len(settings["sparks"]) > 1 and found.get("llmfleet_nccl_mode", "ib") == "ib":
             grid.update(SPARK_GRID)
     counts = list(sessions or found.get("llmfleet_tune_sessions") or DEFAULT_SESSIONS)
     shapes = [s for s in found.get("benchmark_scenarios") or [] if s.get("kind") == "session"]

@@ -78,7 +78,11 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runs:
     recorded = Runs()
     for module in (cli, down, playbook_files, tune_run):
         monkeypatch.setattr(module, "run_playbook", recorded.run_playbook)
-    monkeypatch.setattr(tune_run, "inventory_settings", lambda *_args: {"sparks": 2, "vars": {}})
+    monkeypatch.setattr(
+        tune_run,
+        "inventory_settings",
+        lambda *_args: {"sparks": ["spark-1", "spark-2"], "vars": {}},
+    )
     return recorded
 
 

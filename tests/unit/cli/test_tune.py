@@ -193,7 +193,7 @@ def test_the_serving_layout_is_a_grid_key_served_by_the_whole_site() -> None:
 
 def sparks(count: int, gateways: int = 1) -> dict[str, Any]:
     hosts = [f"spark-{index}" for index in range(1, count + 1)]
-    return {"sparks": count, "spark_hosts": hosts, "gateways": gateways, "vars": {}}
+    return {"sparks": hosts, "gateways": gateways, "vars": {}}
 
 
 def test_a_layout_the_inventory_cannot_serve_is_named_before_anything_runs() -> None:
