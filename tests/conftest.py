@@ -29,7 +29,13 @@ MACHINE_TO_ITSELF = "machine_to_itself"
 
 # Test files of tests/lab that start labs of their own (never the session's `lab`).
 OWN_LAB_FILES = frozenset(
-    {"test_molecule.py", "test_lab_lifecycle.py", "test_lab_gateway.py", "test_lab_ray_path.py"}
+    {
+        "test_molecule.py",
+        "test_lab_lifecycle.py",
+        "test_lab_gateway.py",
+        "test_lab_ray_path.py",
+        "test_lab_layouts.py",
+    }
 )
 # Tests of the bare lab: their `lab` is a lab of their own (tests/lab/bare/conftest.py).
 BARE_LAB_DIR = "tests/lab/bare/"

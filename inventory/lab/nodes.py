@@ -113,6 +113,9 @@ def inventory() -> dict:
     # nodes serve as groups of two behind the serving gateway on the first node, as a team
     # runs several Spark pairs; two nodes serve as one group, without a gateway.
     grouped = len(hosts) >= 4 and len(hosts) % 2 == 0
+    # A smaller lab made with `llmfleet lab up --gateway` runs the gateway on its first node
+    # too, in front of one group or of the groups a smaller llmfleet_group_size cuts.
+    gateway = grouped or any(c["Labels"].get("llmfleet.lab.gateway") == "yes" for c in containers)
     return {
         "_meta": {"hostvars": hostvars},
         "all": {
@@ -128,7 +131,7 @@ def inventory() -> dict:
         },
         "sparks": {"hosts": hosts, "vars": {"llmfleet_group_size": 2} if grouped else {}},
         "lab": {"hosts": hosts},
-        "gateways": {"hosts": hosts[:1] if grouped else []},
+        "gateways": {"hosts": hosts[:1] if gateway else []},
         "claude_code_routers": {"hosts": hosts[:1]},
         "claude_clients": {"hosts": ["localhost"] if hosts else []},
     }

@@ -25,10 +25,12 @@ DECODING_SESSIONS = {
 }  # fmt: skip
 
 
-def tune(lab: Lab, tmp_path: Path, scenario: dict, grid: str, sessions: str) -> tuple[Path, str]:
+def tune(
+    lab: Lab, tmp_path: Path, scenario: dict, grid: str, sessions: str, *extra: str
+) -> tuple[Path, str]:
     """`llmfleet tune` over a copy of inventory/lab, tmp_path/inventory (the tuned file stays
-    out of the checkout), whose benchmark is ``scenario``: the path of its reports without
-    their suffix, and its output."""
+    out of the checkout), whose benchmark is ``scenario``, with ``extra`` options: the path of
+    its reports without their suffix, and its output."""
     inventory = tmp_path / "inventory"
     shutil.copytree(ROOT / "inventory/lab", inventory)
     bench = inventory / "group_vars/all/bench.yml"
@@ -37,7 +39,7 @@ def tune(lab: Lab, tmp_path: Path, scenario: dict, grid: str, sessions: str) -> 
     bench.write_text(yaml.safe_dump(matrix))
     proc = lab.run(
         "llmfleet", "tune", "-i", str(inventory), "--grid", grid, "--sessions", sessions,
-        "--plain", timeout=2400,
+        "--plain", *extra, timeout=2400,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     print(proc.stdout[proc.stdout.rfind("# Tuning sweep") :])

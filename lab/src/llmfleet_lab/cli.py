@@ -76,7 +76,9 @@ def _print_status(status: cluster.LabStatus) -> None:
         console.print(f"lab {status.lab!r}: no nodes (start it with `llmfleet lab up`)")
         return
     table = Table(
-        title=f"lab {status.lab} (serving path: {status.serving_path})", title_justify="left"
+        title=f"lab {status.lab} (serving path: {status.serving_path}"
+        f"{', gateway on the first node' if status.gateway else ''})",
+        title_justify="left",
     )
     for column in ("node", "container", "state", "systemd", "management", "CX7 links"):
         table.add_column(column)
@@ -137,7 +139,7 @@ def build(
 
 
 @lab_app.command(epilog=LAB_EXIT_CODES_EPILOG)
-def up(
+def up(  # noqa: PLR0917 - typer maps parameters to options
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=2, max=8, help="Node count.")] = 2,
     ports: Annotated[
         str, typer.Option(help="CX7 ports to cable, comma-separated: 1, or 0,1.")
@@ -153,6 +155,15 @@ def up(
             " nodes, native for the gateway's groups of two (4+ nodes).",
         ),
     ] = None,
+    gateway: Annotated[
+        bool,
+        typer.Option(
+            "--gateway",
+            help="Run the serving gateway on the first node of a 2- or 3-node lab too (4+"
+            " nodes always have one), so that `llmfleet tune --grid group_size=all,1` can"
+            " measure its layouts through one endpoint.",
+        ),
+    ] = False,
     name: LabOption = DEFAULT_LAB,
 ) -> None:
     """Start the lab (build the image if needed) and wire the CX7 fabric. Idempotent.
@@ -168,6 +179,7 @@ def up(
             lab=name,
             rebuild=rebuild,
             serving_path=serving_path,
+            gateway=gateway,
         )
     )
     _print_status(status)

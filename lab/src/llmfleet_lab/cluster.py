@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from rich.console import Console
 
@@ -37,12 +38,14 @@ from llmfleet_lab.image import (
 )
 from llmfleet_lab.nodes import (
     DEFAULT_LAB,
+    GATEWAY_LABEL,
     LAB_LABEL,
     NODE_LABEL,
     PATH_LABEL,
     SERVING_PATHS,
     Node,
     default_path,
+    lab_gateway,
     lab_nodes,
     lab_path,
 )
@@ -87,6 +90,8 @@ class LabStatus:
     hub_url: str = ""
     # How `llmfleet up` serves on it (nodes.SERVING_PATHS; "" without nodes).
     serving_path: str = ""
+    # Whether its first node was made to run the serving gateway (`up --gateway`).
+    gateway: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -101,7 +106,7 @@ def node_address(subnet: str, index: int) -> str:
 
 
 def _create_node(
-    lab: str, node: Node, image: str, ssh: access.LabAccess, serving_path: str
+    lab: str, node: Node, image: str, ssh: access.LabAccess, *, serving_path: str, gateway: bool
 ) -> None:
     podman.run(
         "run",
@@ -128,6 +133,8 @@ def _create_node(
         f"llmfleet.lab.index={node.index}",
         "--label",
         f"{PATH_LABEL}={serving_path}",
+        "--label",
+        f"{GATEWAY_LABEL}={'yes' if gateway else 'no'}",
         # Where the inventory finds the key and known hosts that reach this node.
         "--label",
         f"{access.SSH_LABEL}={ssh.folder}",
@@ -195,6 +202,36 @@ def _wait_booted(nodes: Sequence[Node], console: Console) -> dict[str, str]:
     return states
 
 
+def _refuse_another_shape(
+    lab: str,
+    existing: list[dict[str, Any]],
+    nodes: int,
+    serving_path: str | None,
+    *,
+    gateway: bool,
+) -> None:
+    """A running lab is changed by `down` then `up`: asked for another size, serving path or
+    a gateway it was made without, `up` says so."""
+    if not existing:
+        return
+    if len(existing) != nodes:
+        raise LabError(
+            f"lab {lab!r} already runs {len(existing)} nodes, not {nodes}",
+            hint="`llmfleet lab down` first to change its size",
+        )
+    running_path = lab_path(existing)
+    if serving_path is not None and running_path != serving_path:
+        raise LabError(
+            f"lab {lab!r} serves on the {running_path} path, not {serving_path}",
+            hint="`llmfleet lab down` first to change its path",
+        )
+    if gateway and not lab_gateway(existing):
+        raise LabError(
+            f"lab {lab!r} was made without a gateway",
+            hint="`llmfleet lab down` first to give it one",
+        )
+
+
 def up(
     console: Console,
     *,
@@ -203,10 +240,12 @@ def up(
     lab: str = DEFAULT_LAB,
     rebuild: bool = False,
     serving_path: str | None = None,
+    gateway: bool = False,
 ) -> LabStatus:
     """Build the image if needed, start ``nodes`` nodes and wire the fabric (idempotent).
     ``serving_path``: how the lab serves (SERVING_PATHS; None: the running lab's, or the
-    default for its size)."""
+    default for its size); ``gateway``: the first node runs the serving gateway (in front of
+    one group, or of the groups a smaller group size cuts)."""
     if nodes < 2:
         raise LabError(f"--nodes {nodes}: a lab needs at least 2 nodes")
     if serving_path is not None and serving_path not in SERVING_PATHS:
@@ -215,18 +254,8 @@ def up(
     if unknown:
         raise LabError(f"--ports {unknown}: a Spark has CX7 ports 0 and 1")
     existing = lab_nodes(lab)
-    if existing and len(existing) != nodes:
-        raise LabError(
-            f"lab {lab!r} already runs {len(existing)} nodes, not {nodes}",
-            hint="`llmfleet lab down` first to change its size",
-        )
-    running_path = lab_path(existing) if existing else None
-    if running_path and serving_path is not None and running_path != serving_path:
-        raise LabError(
-            f"lab {lab!r} serves on the {running_path} path, not {serving_path}",
-            hint="`llmfleet lab down` first to change its path",
-        )
-    serving_path = running_path or serving_path or default_path(nodes)
+    _refuse_another_shape(lab, existing, nodes, serving_path, gateway=gateway)
+    serving_path = (lab_path(existing) if existing else None) or serving_path or default_path(nodes)
     image = ensure_image(console, rebuild=rebuild)
     stale = {c["Image"] for c in existing} - {image}
     if stale:
@@ -249,7 +278,7 @@ def up(
         for node in members:
             current = by_name.get(node.container)
             if current is None:
-                _create_node(lab, node, image, ssh, serving_path)
+                _create_node(lab, node, image, ssh, serving_path=serving_path, gateway=gateway)
             elif current["State"] != "running":
                 podman.run("start", node.container)
     # A Spark's CX7 ports are there from power-on: a node (re)started here gets its links
@@ -354,4 +383,5 @@ def status(lab: str = DEFAULT_LAB) -> LabStatus:
         ssh_known_hosts=str(ssh.known_hosts) if ssh.known_hosts.is_file() else "",
         hub_url=f"http://{hub_address}:{hub.HUB_PORT}" if hub_address else "",
         serving_path=lab_path(containers) if containers else "",
+        gateway=lab_gateway(containers),
     )

@@ -19,6 +19,11 @@ PATH_LABEL = "llmfleet.lab.path"
 RAY_CONTAINER_PATH = "ray-container"
 NATIVE_PATH = "native"
 SERVING_PATHS = (RAY_CONTAINER_PATH, NATIVE_PATH)
+# Whether the first node runs the serving gateway (its nodes carry it; inventory/lab/nodes.py
+# puts that node in group gateways): always for the groups of two of 4, 6 or 8 nodes, and on
+# a smaller lab when asked (`llmfleet lab up --gateway`), so that its serving layouts can be
+# measured through one endpoint (`llmfleet tune --grid group_size=all,1`).
+GATEWAY_LABEL = "llmfleet.lab.gateway"
 
 
 def default_path(nodes: int) -> str:
@@ -32,6 +37,11 @@ def lab_path(containers: list[dict[str, Any]]) -> str:
     """The serving path of a lab's nodes (native for nodes made before labs had one)."""
     paths = {c["Labels"].get(PATH_LABEL, NATIVE_PATH) for c in containers}
     return paths.pop() if len(paths) == 1 else NATIVE_PATH
+
+
+def lab_gateway(containers: list[dict[str, Any]]) -> bool:
+    """Whether a lab's nodes were made with a gateway of their own (``--gateway``)."""
+    return any(c["Labels"].get(GATEWAY_LABEL) == "yes" for c in containers)
 
 
 @dataclass(frozen=True)

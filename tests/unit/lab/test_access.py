@@ -118,6 +118,20 @@ def test_two_or_three_nodes_serve_as_one_group_without_a_gateway(
     assert inventory["gateways"]["hosts"] == []
 
 
+@pytest.mark.parametrize("count", [2, 3])
+def test_a_small_lab_made_with_a_gateway_runs_it_on_its_first_node(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmfleet lab up --gateway`: one group (unless llmfleet_group_size cuts more) behind the
+    gateway on spark-1, so that tune measures every layout through the same endpoint."""
+    inventory = inventory_of(count, monkeypatch, {"llmfleet.lab.gateway": "yes"})
+    assert inventory["sparks"]["vars"] == {}
+    assert inventory["gateways"]["hosts"] == ["spark-1"]
+    assert inventory_of(count, monkeypatch, {"llmfleet.lab.gateway": "no"})["gateways"] == {
+        "hosts": []
+    }
+
+
 @pytest.mark.parametrize("count", [4, 6])
 def test_an_even_lab_of_four_or_more_serves_in_pairs_behind_the_first_node(
     count: int, monkeypatch: pytest.MonkeyPatch
@@ -149,3 +163,4 @@ def test_the_inventory_script_and_the_lab_read_the_path_label_alike() -> None:
     # label's name and default: both must stay those of llmfleet_lab.nodes.
     script = (ROOT / "inventory/lab/nodes.py").read_text()
     assert f'"{lab_nodes.PATH_LABEL}", "{lab_nodes.NATIVE_PATH}"' in script
+    assert f'get("{lab_nodes.GATEWAY_LABEL}") == "yes"' in script

@@ -6,7 +6,7 @@ import pytest
 from llmfleet_lab import cluster
 from llmfleet_lab.cluster import node_address
 from llmfleet_lab.errors import LabError
-from llmfleet_lab.nodes import default_path, lab_path
+from llmfleet_lab.nodes import default_path, lab_gateway, lab_path
 from rich.console import Console
 
 
@@ -45,3 +45,20 @@ def test_an_unknown_path_or_another_path_for_a_running_lab_is_refused(
     monkeypatch.setattr(cluster, "lab_nodes", lambda lab: running)
     with pytest.raises(LabError, match="serves on the native path, not ray-container"):
         cluster.up(Console(), serving_path="ray-container")
+
+
+def test_a_gateway_is_asked_of_a_new_lab_and_refused_to_a_running_one_made_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def node(gateway: str | None) -> dict:
+        return {
+            "Names": ["lab-spark-1"],
+            "Labels": {"llmfleet.lab.path": "ray-container"}
+            | ({"llmfleet.lab.gateway": gateway} if gateway else {}),
+        }
+
+    assert lab_gateway([node("yes"), node("yes")])
+    assert not lab_gateway([node("no")]) and not lab_gateway([node(None)])
+    monkeypatch.setattr(cluster, "lab_nodes", lambda lab: [node("no"), node("no")])
+    with pytest.raises(LabError, match="was made without a gateway"):
+        cluster.up(Console(), gateway=True)
