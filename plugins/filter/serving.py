@@ -79,14 +79,14 @@ def serving_groups(groups, group_size=None, vllm_hosts=None):
 
 
 def _divisors(count):
-    return [size for size in range(2, count + 1) if count % size == 0]
+    return [size for size in range(1, count + 1) if count % size == 0]
 
 
 def _size_problems(group_size, sparks, explicit):
     size = _size(group_size)
-    if size is None or size < 2:
+    if size is None or size < 1:
         return [
-            f"{SIZE_VARIABLE} is {group_size!r}; expected a whole number of 2 or more "
+            f"{SIZE_VARIABLE} is {group_size!r}; expected a whole number of 1 or more "
             "(the Sparks of one tensor-parallel group)"
         ]
     problems = []
@@ -109,12 +109,6 @@ def _explicit_problems(explicit, sparks):
     seen = {}
     for group in explicit:
         name, hosts = group["name"], group["hosts"]
-        if len(hosts) < 2:
-            problems.append(
-                f"serving group {name} has {len(hosts)} host ({', '.join(hosts)}); expected 2 or"
-                " more Sparks (tensor parallel across them); one Spark serves alone in the"
-                " gh200-style single-node inventory"
-            )
         outside = [host for host in hosts if host not in sparks]
         if outside:
             problems.append(

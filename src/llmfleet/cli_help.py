@@ -98,7 +98,7 @@ TUNE_HELP = (
     "[cyan]rails[/cyan] single/dual and [cyan]transport[/cyan] rdma/socket. Keys are the "
     "profile's vLLM options; [cyan]speculative[/cyan] (off, ngram:4, suffix, mtp:1) vLLM's "
     "speculative decoding; [cyan]group_size[/cyan] the serving layout (Sparks per serving "
-    "group, 2 or more, or all: one group across every Spark; several groups need a host in group "
+    "group, or all: one group across every Spark; several groups need a host in group "
     "gateways, through which every layout is measured). The session shape is the "
     "inventory's first session scenario in "
     "[cyan]benchmark_scenarios[/cyan]. Every key and value is checked before any host "
@@ -106,7 +106,7 @@ TUNE_HELP = (
     "[bold]Examples[/bold]\n"
     "  [cyan]llmfleet tune -i inventory/sparks[/cyan]\n"
     "  [cyan]llmfleet tune -i inventory/lab --grid max_num_seqs=1,8 --sessions 4[/cyan]\n"
-    "  [cyan]llmfleet tune -i inventory/sparks --grid group_size=all,2 --sessions 8[/cyan]"
+    "  [cyan]llmfleet tune -i inventory/sparks --grid group_size=all,1 --sessions 8[/cyan]"
 )
 
 UPGRADE_HELP = (

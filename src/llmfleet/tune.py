@@ -50,9 +50,8 @@ SPECULATIVE_OFF = ("off", "none", None, False)
 # The serving layout as a grid key: Sparks per serving group (``llmfleet_group_size``), or
 # `all` for one group across every Spark. Each layout is served by the whole site.yml (a vLLM
 # and a Ray cluster per group, the serving gateway in front of the groups) and measured
-# through the inventory's endpoint, the gateway, at the sweep's session counts: on 8 Sparks,
-# four pairs against two groups of four against one group of eight. A group is 2 Sparks or
-# more (plugins/filter/serving.py: one Spark alone serves in the single-node inventory).
+# through the inventory's endpoint, the gateway, at the sweep's session counts: one TP=2 pair
+# against two Sparks serving alone, or on 8 Sparks one group of eight against pairs.
 LAYOUT_KEY = "group_size"
 LAYOUT_ALL = "all"
 LAYOUT_VARIABLE = "llmfleet_group_size"

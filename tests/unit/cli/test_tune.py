@@ -207,9 +207,9 @@ def test_a_layout_the_inventory_cannot_serve_is_named_before_anything_runs() -> 
         "grid key group_size has 2: 2 serving groups, which the sessions reach only through a"
         " serving gateway; expected a host in group gateways"
     )
-    problems = tune.layout_problems({"group_size": [1, 3, True, "two"]}, sparks(4), ROOT)
+    problems = tune.layout_problems({"group_size": [1, 0, 3, True, "two"]}, sparks(4), ROOT)
     assert problems[0].startswith(
-        "grid key group_size has 1: llmfleet_group_size is 1; expected a whole number of 2 or more"
+        "grid key group_size has 0: llmfleet_group_size is 0; expected a whole number of 1 or more"
     )
     assert problems[1].startswith(
         "grid key group_size has 3: llmfleet_group_size is 3 but the sparks group has 4 hosts"
@@ -341,8 +341,8 @@ def test_a_sweep_serves_each_point_measures_it_and_keeps_the_winner(
     ("grid", "said"),
     [
         ("max_num_seqs=16,-1", "grid key max_num_seqs: vLLM profile max_num_seqs is -1"),
-        # inventory/sparks has two Sparks: a group of one is refused by the product's own rule.
-        ("group_size=all,1", "grid key group_size has 1: llmfleet_group_size is 1"),
+        # inventory/sparks has two Sparks and no gateway: two groups of one cannot be measured.
+        ("group_size=all,1", "grid key group_size has 1: 2 serving groups"),
     ],
 )
 def test_the_cli_refuses_a_bad_grid_before_any_run(

@@ -60,14 +60,22 @@ def test_groups_that_launch_have_no_problem() -> None:
 def test_a_size_that_does_not_divide_the_sparks_names_the_sizes_that_do() -> None:
     assert serving_group_problems(inventory(), 3) == [
         "llmfleet_group_size is 3 but the sparks group has 4 hosts (spark-1, spark-2, spark-3,"
-        " spark-4); expected a size that divides 4: 2, 4"
+        " spark-4); expected a size that divides 4: 1, 2, 4"
     ]
 
 
-@pytest.mark.parametrize("size", [1, 0, "two", -2])
-def test_a_size_below_two_or_not_a_number_is_refused(size: object) -> None:
+@pytest.mark.parametrize("size", [0, "two", -2])
+def test_a_size_below_one_or_not_a_number_is_refused(size: object) -> None:
     [problem] = serving_group_problems(inventory(), size)
-    assert problem.startswith(f"llmfleet_group_size is {size!r}; expected a whole number of 2")
+    assert problem.startswith(f"llmfleet_group_size is {size!r}; expected a whole number of 1")
+
+
+def test_groups_of_one_spark_are_served() -> None:
+    """Each Spark its own group (tensor parallel 1, a Ray cluster of one on the Ray path),
+    by size or by explicit groups."""
+    assert serving_group_problems(inventory(), 1, None, FOUR) == []
+    assert [group["hosts"] for group in serving_groups(inventory(), 1)] == [[h] for h in FOUR]
+    assert serving_group_problems(inventory(serving_a=FOUR[:2], serving_b=FOUR[2:3])) == []
 
 
 def test_a_size_with_explicit_groups_or_vllm_hosts_is_refused() -> None:
@@ -80,16 +88,12 @@ def test_a_size_with_explicit_groups_or_vllm_hosts_is_refused() -> None:
     assert problem.startswith("llmfleet_vllm_hosts is ['spark-1', 'spark-2'] with several")
 
 
-def test_a_host_in_two_groups_a_lone_host_and_a_stranger_are_named() -> None:
-    groups = inventory(
-        serving_a=["spark-1", "spark-2"], serving_b=["spark-2", "gh200-1"], serving_c=["spark-4"]
-    )
+def test_a_host_in_two_groups_and_a_stranger_are_named() -> None:
+    groups = inventory(serving_a=["spark-1", "spark-2"], serving_b=["spark-2", "gh200-1"])
     assert serving_group_problems(groups) == [
         "serving group serving_b has gh200-1, not in the sparks group; expected Sparks only",
         "spark-2 is in serving groups serving_a and serving_b; expected each Spark in one group"
         " (a Spark's memory holds one rank)",
-        "serving group serving_c has 1 host (spark-4); expected 2 or more Sparks (tensor"
-        " parallel across them); one Spark serves alone in the gh200-style single-node inventory",
     ]
 
 
