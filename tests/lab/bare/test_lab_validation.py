@@ -292,7 +292,7 @@ CASES = [
         BOTH,
         [
             "llmfleet_group_size is 3 but the sparks group has 2 hosts (spark-1, spark-2)",
-            "expected a size that divides 2: 2",
+            "expected a size that divides 2: 1, 2",
         ],
     ),
     (
