@@ -166,6 +166,14 @@ def serving_group_of(serving_groups_list, host):
     return {}
 
 
+def serving_fabric_hosts(serving_groups_list):
+    """The hosts of the groups whose ranks talk over the CX7 fabric (2 hosts or more), in
+    order: a group of one Spark sends nothing across it."""
+    return [
+        host for group in serving_groups_list if len(group["hosts"]) > 1 for host in group["hosts"]
+    ]
+
+
 def _address(hostvars, host):
     """Where another host reaches ``host``: its ansible_host, else its name."""
     return str(hostvars[host].get("ansible_host") or host)
@@ -257,6 +265,7 @@ class FilterModule:
             "serving_groups": serving_groups,
             "serving_group_problems": serving_group_problems,
             "serving_group_of": serving_group_of,
+            "serving_fabric_hosts": serving_fabric_hosts,
             "gateway_upstreams": gateway_upstreams,
             "gateway_backends": gateway_backends,
             "gateway_groups": gateway_groups,

@@ -9,6 +9,7 @@ from ansible_collections.llmfleet.cluster.plugins.filter.serving import (
     gateway_backends,
     gateway_groups,
     gateway_upstreams,
+    serving_fabric_hosts,
     serving_group_of,
     serving_group_problems,
     serving_groups,
@@ -109,6 +110,14 @@ def test_a_host_outside_the_sparks_is_not_also_named_off_the_fabric() -> None:
     assert serving_group_problems(inventory(), None, ["spark-1", "spark-9"], FOUR) == []
 
 
+def test_the_fabric_carries_only_the_groups_of_several_sparks() -> None:
+    assert serving_fabric_hosts(serving_groups(inventory())) == FOUR
+    assert serving_fabric_hosts(serving_groups(inventory(), 2)) == FOUR
+    assert serving_fabric_hosts(serving_groups(inventory(), 1)) == []
+    groups = serving_groups(inventory(serving_a=FOUR[:2], serving_b=FOUR[2:3]))
+    assert serving_fabric_hosts(groups) == FOUR[:2]
+
+
 def test_a_host_finds_its_group() -> None:
     groups = serving_groups(inventory(), 2)
     assert serving_group_of(groups, "spark-3") == {"name": "serving_2", "hosts": FOUR[2:]}
@@ -169,6 +178,7 @@ def test_the_filters_are_registered() -> None:
         "serving_groups",
         "serving_group_problems",
         "serving_group_of",
+        "serving_fabric_hosts",
         "gateway_upstreams",
         "gateway_backends",
         "gateway_groups",
