@@ -41,6 +41,7 @@ from llmfleet.cli_options import (
     fail,
 )
 from llmfleet.command_plugins import add_command_plugins
+from llmfleet.converged import CHECK_PLAYBOOK, unchanged
 from llmfleet.doctor import doctor
 from llmfleet.down import down
 from llmfleet.logs import logs
@@ -158,6 +159,12 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
             help="Run [cyan]playbooks/NAME.yml[/cyan] instead of [cyan]site.yml[/cyan].",
         ),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full", help="Walk every task even when no host changed since the last run."
+        ),
+    ] = False,
 ) -> None:
     """Bring hosts to their configured state."""
     root = _root()
@@ -175,6 +182,8 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
         plain=plain,
         artifacts=artifacts or root / RUNS_FOLDER,
         as_json=as_json,
+        # A dry run, a run limited by tags or hosts, or another playbook is never skipped.
+        stop_if_unchanged=not (full or check or tags or skip_tags or limit or playbook),
     )
 
 
@@ -196,19 +205,30 @@ def _run(
     status: Callable[[], str | None] | None = None,
     as_json: bool = False,
     strict: bool = False,
+    stop_if_unchanged: bool = False,
     **options: Any,
 ) -> None:
     """Run a playbook with the live display and exit with its exit code; with ``as_json``
     the display goes to stderr and the result, as JSON, to stdout. ``strict`` refuses ``-e``
-    and inventory variables nothing declares (:func:`start`)."""
+    and inventory variables nothing declares (:func:`start`). ``stop_if_unchanged`` first
+    asks every host whether it is as the last full run left it, and stops there if so."""
     _, extravars = start(inventory, extra_vars, strict=strict)
+    console = Console(stderr=as_json)
     try:
-        result = run_playbook(
+        result = (
+            unchanged(
+                root, inventory, extravars, console=console, plain=plain or None, verbosity=verbose
+            )
+            if stop_if_unchanged
+            else None
+        )
+        pb = root / CHECK_PLAYBOOK if result is not None else pb
+        result = result or run_playbook(
             pb,
             inventory,
             extravars=extravars,
             verbosity=verbose,
-            console=Console(stderr=as_json),
+            console=console,
             plain=True if plain else None,
             root=root,
             status=status,

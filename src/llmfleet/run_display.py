@@ -41,6 +41,9 @@ ASSERT_DEFAULT_MSG = "All assertions passed"
 # Modules whose result names files written on the controller (RunResult.reports).
 REPORT_ACTIONS = frozenset({"bench_report", "llmfleet.cluster.bench_report"})
 REPORT_KEYS = ("json_path", "markdown_path", "png_path")
+# Modules whose result says whether a host is as the last full run left it (RunResult.converged).
+CONVERGED_ACTIONS = frozenset({"converged_state", "llmfleet.cluster.converged_state"})
+CONVERGED_KEYS = ("converged", "changes", "run")
 MAX_ITEM_FAILURES = 3
 OUTPUT_KEYS: tuple[str, ...] = ("stderr", "stdout", "module_stderr", "module_stdout")
 NO_LOG_NOTICE = "output hidden: no_log: true is set on this task"
@@ -167,6 +170,7 @@ class RunProgress:
         self.hosts: dict[str, HostRow] = {}
         self.failures: list[Failure] = []
         self.reports: list[str] = []
+        self.converged: dict[str, dict[str, Any]] = {}
         self.final_stats: dict[str, HostStats] | None = None
         self.output_tail: deque[str] = deque(maxlen=40)
         self.handler_error: str | None = None
@@ -285,6 +289,8 @@ class RunProgress:
             action = data.get("task_action")
             if action in REPORT_ACTIONS:
                 self.reports += [str(res[k]) for k in REPORT_KEYS if res.get(k)]
+            if action in CONVERGED_ACTIONS and "converged" in res:
+                self.converged[host] = {k: res.get(k) for k in CONVERGED_KEYS}
             if action in DEBUG_ACTIONS or (
                 action in ASSERT_ACTIONS and res.get("msg") != ASSERT_DEFAULT_MSG
             ):

@@ -105,6 +105,8 @@ class RunResult:
     artifacts: Path | None = None
     # files the run reported writing on the controller (bench_report's JSON, markdown, PNG)
     reports: list[str] = field(default_factory=list)
+    # per host, what llmfleet.cluster.converged_state said: converged, changes, run
+    converged: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def failed_hosts(self) -> list[str]:

@@ -150,6 +150,7 @@ def run_playbook(
         elapsed=time.monotonic() - progress.started,
         artifacts=run_folder,
         reports=list(progress.reports),
+        converged=dict(progress.converged),
     )
     # ansible stopped before playing (parse error, bad option...): show what it said, unless
     # -v already printed it as it came

@@ -1,0 +1,276 @@
+#!/usr/bin/python
+# Copyright: llmfleet maintainers
+# Apache License 2.0 (see the collection's galaxy.yml)
+"""Ansible module converged_state: record what a full run left on a host, or tell whether
+the host is still so."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: converged_state
+short_description: Record what a full run left on a host, or say whether it is still so
+version_added: "0.3.0"
+author:
+  - llmfleet maintainers (!UNKNOWN)
+description:
+  - "With O(mode=record) (the last play of a C(site.yml) run that went well): writes O(path),
+    owner-only, with the digest of the run's inputs (O(inputs)), the host's boot ID, the state
+    of every item the run managed (O(items): each file's type, mode, owner and SHA-256, or
+    size and mtime above 16 MiB; each systemd unit's load, unit-file and active state and,
+    while active, its invocation ID; each container's ID, status and restart count; each
+    Debian package's version; each kernel setting's value) and the readiness checks the run
+    waited on (O(probes))."
+  - "With O(mode=compare) (C(llmfleet up) before it walks C(site.yml)): reads the record back
+    and says, in RV(changes), each reason the host is not as that run left it - other inputs,
+    a reboot, an item whose state differs, a readiness check that does not pass now. No
+    change and RV(converged) true means a full run would change nothing here."
+  - The action plugin computes O(inputs) on the controller and, with O(mode=record), takes
+    O(items) and O(probes) from the run's own task results (the callback
+    C(llmfleet.cluster.converged_record)), so that no role lists what it manages twice.
+  - Standard library only on the host; C(systemctl), the container engines and
+    C(dpkg-query) are asked only for the items of their kind, and a tool that is missing
+    reads as the item being absent.
+options:
+  mode:
+    description:
+      - Write the record, or compare the host with it.
+      - V(inputs) only computes the digest of the run's inputs on the controller and returns it
+        (the first play of C(site.yml)); nothing runs on the host.
+    type: str
+    choices: [inputs, record, compare]
+    required: true
+  path:
+    description: The record's file.
+    type: path
+    default: /var/lib/llmfleet/converged.json
+  inputs:
+    description:
+      - The digest of what the run was given for this host (the collection's files, the
+        versions of Ansible, the host's variables and groups). The action plugin computes it
+        when it is not given.
+    type: str
+  run_id:
+    description: The run that recorded (its start time, and the controller's process).
+    type: str
+  items:
+    description:
+      - What the run managed on the host, by kind; the action plugin takes it from the run's
+        results when not given. Only with O(mode=record).
+    type: dict
+    default: {}
+    suboptions:
+      files:
+        description: Paths the run wrote (or removed).
+        type: list
+        elements: str
+        default: []
+      units:
+        description: systemd units the run installed, enabled or started.
+        type: list
+        elements: str
+        default: []
+      containers:
+        description: Containers the run created (C(name) and C(engine)).
+        type: list
+        elements: dict
+        default: []
+      packages:
+        description: Debian packages the run installed or removed.
+        type: list
+        elements: str
+        default: []
+      sysctls:
+        description: Kernel settings the run set.
+        type: list
+        elements: str
+        default: []
+  probes:
+    description:
+      - Readiness checks the run waited on (M(llmfleet.cluster.service_wait)'s C(url), or
+        its C(command), C(pattern) and C(min_matches)), passed again by O(mode=compare).
+    type: list
+    elements: dict
+    default: []
+  proc_sys:
+    description: Where the kernel settings are read (tests point it at a folder).
+    type: path
+    default: /proc/sys
+attributes:
+  check_mode:
+    support: full
+    details: With O(mode=record), reports whether the record would change and writes nothing.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: A record is reported changed only when what it says of the host changes, not
+      for a new run's ID.
+notes:
+  - What this cannot see is listed in the collection's C(docs/operate.md) (a Hub branch or an
+    image tag that moved upstream, a hand's change to what a role sets with a command).
+seealso:
+  - module: llmfleet.cluster.service_wait
+"""
+
+EXAMPLES = r"""
+- name: Record what this run left on the host
+  llmfleet.cluster.converged_state:
+    mode: record
+
+- name: Tell whether the host is as the last full run left it
+  llmfleet.cluster.converged_state:
+    mode: compare
+  register: converged
+"""
+
+RETURN = r"""
+converged:
+  description: Whether the host is as the last full run left it (O(mode=compare)), or whether
+    a record was written (O(mode=record)).
+  returned: always
+  type: bool
+  sample: true
+changes:
+  description: Why the host is not as the last full run left it, a line each.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "/etc/llmfleet/firewall.nft: its content changed"
+    - "unit llmfleet-vllm.service: restarted since"
+run:
+  description: The run the record comes from (empty without a record).
+  returned: always
+  type: str
+  sample: 20261201T190512Z-4242
+inputs:
+  description: The digest of the run's inputs that was compared or recorded.
+  returned: always
+  type: str
+  sample: 3f0c2a...
+"""
+
+import json  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged import (  # noqa: E402
+    ITEM_KINDS,
+    RecordError,
+    boot_id,
+    compare,
+    make_record,
+    parse_record,
+    probe_failures,
+    read_states,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.files import (  # noqa: E402
+    write_atomically,
+)
+from ansible_collections.llmfleet.cluster.plugins.module_utils._node.service_wait import (  # noqa: E402
+    Probe,
+)
+
+ARGUMENT_SPEC = {
+    "mode": {"type": "str", "choices": ["inputs", "record", "compare"], "required": True},
+    "path": {"type": "path", "default": "/var/lib/llmfleet/converged.json"},
+    "inputs": {"type": "str"},
+    "run_id": {"type": "str"},
+    "items": {
+        "type": "dict",
+        "default": {},
+        "options": {
+            **{
+                kind: {"type": "list", "elements": "str", "default": []}
+                for kind in ITEM_KINDS
+                if kind != "containers"
+            },
+            "containers": {"type": "list", "elements": "dict", "default": []},
+        },
+    },
+    "probes": {"type": "list", "elements": "dict", "default": []},
+    "proc_sys": {"type": "path", "default": "/proc/sys"},
+}
+PROBE_KEYS = ("url", "command", "pattern", "min_matches")
+
+
+def _runner(module):
+    def run(argv):
+        if module.get_bin_path(argv[0]) is None:
+            return 127, "", "%s: not found" % argv[0]
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+    return run
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse_record(handle.read())
+    except FileNotFoundError:
+        return None
+
+
+def _probe(spec):
+    return Probe(**{key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None})
+
+
+def _compare(module, run):
+    params = module.params
+    try:
+        record = _read(params["path"])
+    except (RecordError, OSError) as error:
+        return {"converged": False, "changes": ["%s: %s" % (params["path"], error)], "run": ""}
+    if record is None:
+        return {"converged": False, "changes": ["no record of a full run"], "run": ""}
+    states = read_states(run, record.get("items", {}), params["proc_sys"])
+    changes = compare(record, params["inputs"], boot_id(), states)
+    if not changes:  # the checks take seconds: only when the rest is as it was
+        changes = probe_failures(record.get("probes", []), lambda spec: _probe(spec).check(run))
+    return {"converged": not changes, "changes": changes, "run": record.get("run", "")}
+
+
+def _record(module, run):
+    params = module.params
+    items = {kind: params["items"].get(kind) or [] for kind in ITEM_KINDS}
+    probes = [
+        {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
+        for spec in params["probes"]
+    ]
+    record = make_record(
+        params["run_id"] or "",
+        inputs=params["inputs"],
+        boot=boot_id(),
+        items=items,
+        states=read_states(run, items, params["proc_sys"]),
+        probes=probes,
+    )
+    try:
+        before = _read(params["path"])
+    except (RecordError, OSError):
+        before = None
+    changed = before is None or {**before, "run": ""} != {**record, "run": ""}
+    if not module.check_mode:
+        write_atomically(module, params["path"], json.dumps(record, indent=1, sort_keys=True))
+        module.set_mode_if_different(params["path"], "0600", False)
+    return changed, {"converged": True, "changes": [], "run": record["run"]}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=ARGUMENT_SPEC,
+        required_if=[("mode", "record", ["inputs"]), ("mode", "compare", ["inputs"])],
+        supports_check_mode=True,
+    )
+    run = _runner(module)
+    if module.params["mode"] == "inputs":
+        module.fail_json(msg="mode=inputs is computed by the action plugin, on the controller")
+    if module.params["mode"] == "record":
+        changed, result = _record(module, run)
+    else:
+        changed, result = False, _compare(module, run)
+    module.exit_json(changed=changed, inputs=module.params["inputs"], **result)
+
+
+if __name__ == "__main__":
+    main()
