@@ -192,7 +192,8 @@ NO_OP_ROUND_TRIPS_MAX = 110
 # walked in make test on the Spark sample's path (test_lab_ray_path.py, the memory check
 # with our vLLM's share counted included), and on this path by the check-mode run below
 # (every task's "would change" on the converged lab); its count of round trips is `llmfleet
-# lab bench`'s no-op run too.
+# lab bench`'s no-op run too. --full: without it, `llmfleet up` would stop after one call
+# per host (nothing changed since the fixture's run).
 @pytest.mark.extended
 def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     # Another cluster's passing result, the newest of the shared results folder (the gateway
@@ -201,7 +202,7 @@ def test_site_a_second_time_changes_nothing(lab: Lab, site) -> None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     other = {"timestamp": stamp, "fingerprint": "f" * 64, "passed": True, "summary": ["other"]}
     (ROOT / "artifacts" / "rdma" / "latest.json").write_text(json.dumps(other))
-    proc = run_up(lab, "-vvv")
+    proc = run_up(lab, "-vvv", "--full")
     assert proc.returncode == 0, proc.stdout[-6000:]
     spark_1 = lab.management_ip("spark-1")
     round_trips = len(re.findall(rf"^<{re.escape(spark_1)}> SSH: EXEC ssh ", proc.stdout, re.M))
