@@ -104,6 +104,14 @@ def inventory() -> dict:
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
     }
+    # This machine is every lab's client: its record of the last full run is the lab's own
+    # (in the lab's folder, gone with it), as each user's client keeps its own.
+    ssh_folders = sorted({c["Labels"].get("llmfleet.lab.ssh", "") for c in containers} - {""})
+    if ssh_folders:
+        lab_folder = os.path.dirname(ssh_folders[0])
+        hostvars["localhost"]["llmfleet_converged_record_file"] = os.path.join(
+            lab_folder, "converged.json"
+        )
     endpoint = hub_endpoint() if hosts else ""
     # How the lab serves (`llmfleet lab up --path`, a label of its nodes; native for nodes
     # made before labs had one): group_vars/all/serving_path.yml reads it.

@@ -54,7 +54,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         args = dict(self._task.args)
-        if not args.get("inputs"):
+        if args.get("mode") != "forget" and not args.get("inputs"):
             args["inputs"] = self._inputs(task_vars)
         if args.get("mode") == "inputs":
             return {

@@ -25,6 +25,18 @@ description:
     variable C(LLMFLEET_CONVERGED_HANDOVER), which the task's action plugin reads; the folder
     is removed when the playbook ends.
   - Prints nothing and changes no result.
+options:
+  record:
+    description:
+      - Hand what the run managed over to the record's task. Off, no run records, and
+        C(llmfleet up) walks every task each time (as without this callback).
+    type: bool
+    default: true
+    ini:
+      - section: callback_converged_record
+        key: record
+    env:
+      - name: LLMFLEET_CONVERGED_RECORD
 author:
   - llmfleet maintainers (!UNKNOWN)
 version_added: "0.3.0"
@@ -97,6 +109,8 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         if task.action not in RECORD_ACTION or self._handover is not None:
+            return
+        if not self.get_option("record"):
             return
         if str(task.args.get("mode", "")) != "record":
             return

@@ -37,13 +37,17 @@ options:
       - Write the record, or compare the host with it.
       - V(inputs) only computes the digest of the run's inputs on the controller and returns it
         (the first play of C(site.yml)); nothing runs on the host.
+      - V(forget) removes the record (C(llmfleet down)), since what it recorded is gone.
     type: str
-    choices: [inputs, record, compare]
+    choices: [inputs, record, compare, forget]
     required: true
   path:
-    description: The record's file.
+    description:
+      - The record's file.
+      - Unset, C(/var/lib/llmfleet/converged.json) for root, and for another user (a client
+        host reached without sudo, a Mac) C(llmfleet/converged.json) in its
+        C($XDG_STATE_HOME), by default C(~/.local/state).
     type: path
-    default: /var/lib/llmfleet/converged.json
   inputs:
     description:
       - The digest of what the run was given for this host (the collection's files, the
@@ -122,6 +126,10 @@ EXAMPLES = r"""
   llmfleet.cluster.converged_state:
     mode: compare
   register: converged
+
+- name: Forget the record (what it recorded is gone)
+  llmfleet.cluster.converged_state:
+    mode: forget
 """
 
 RETURN = r"""
@@ -152,6 +160,7 @@ inputs:
 """
 
 import json  # noqa: E402
+import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged import (  # noqa: E402
@@ -163,6 +172,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged i
     parse_record,
     probe_failures,
     read_states,
+    unique_probes,
 )
 from ansible_collections.llmfleet.cluster.plugins.module_utils._node.files import (  # noqa: E402
     write_atomically,
@@ -172,8 +182,12 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node.service_wai
 )
 
 ARGUMENT_SPEC = {
-    "mode": {"type": "str", "choices": ["inputs", "record", "compare"], "required": True},
-    "path": {"type": "path", "default": "/var/lib/llmfleet/converged.json"},
+    "mode": {
+        "type": "str",
+        "choices": ["inputs", "record", "compare", "forget"],
+        "required": True,
+    },
+    "path": {"type": "path"},
     "inputs": {"type": "str"},
     "run_id": {"type": "str"},
     "items": {
@@ -192,6 +206,24 @@ ARGUMENT_SPEC = {
     "proc_sys": {"type": "path", "default": "/proc/sys"},
 }
 PROBE_KEYS = ("url", "command", "pattern", "min_matches")
+ROOT_RECORD = "/var/lib/llmfleet/converged.json"
+
+
+def _record_path(params):
+    if params["path"]:
+        return params["path"]
+    if os.geteuid() == 0:
+        return ROOT_RECORD
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "llmfleet", "converged.json")
+
+
+def _forget(module, path):
+    if not os.path.exists(path):
+        return False
+    if not module.check_mode:
+        os.remove(path)
+    return True
 
 
 def _runner(module):
@@ -233,10 +265,12 @@ def _compare(module, run):
 def _record(module, run):
     params = module.params
     items = {kind: params["items"].get(kind) or [] for kind in ITEM_KINDS}
-    probes = [
-        {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
-        for spec in params["probes"]
-    ]
+    probes = unique_probes(
+        [
+            {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
+            for spec in params["probes"]
+        ]
+    )
     record = make_record(
         params["run_id"] or "",
         inputs=params["inputs"],
@@ -263,8 +297,12 @@ def main():
         supports_check_mode=True,
     )
     run = _runner(module)
+    module.params["path"] = _record_path(module.params)
     if module.params["mode"] == "inputs":
         module.fail_json(msg="mode=inputs is computed by the action plugin, on the controller")
+    if module.params["mode"] == "forget":
+        changed = _forget(module, module.params["path"])
+        module.exit_json(changed=changed, converged=False, changes=[], run="", inputs="")
     if module.params["mode"] == "record":
         changed, result = _record(module, run)
     else:

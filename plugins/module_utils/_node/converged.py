@@ -275,6 +275,17 @@ def compare(record, inputs, boot, states):
     return differences(record.get("states", {}), states)
 
 
+def unique_probes(probes):
+    """Each readiness check once: of the same command and pattern waited on with several
+    counts (``ray status`` listing 1 node, then 2), the largest count."""
+    kept = {}
+    for probe in probes:
+        key = json.dumps({k: v for k, v in probe.items() if k != "min_matches"}, sort_keys=True)
+        if key not in kept or probe.get("min_matches", 1) > kept[key].get("min_matches", 1):
+            kept[key] = probe
+    return list(kept.values())
+
+
 def probe_failures(probes, check):
     """A line for each readiness check of ``probes`` that does not pass now; ``check`` takes
     one and returns ``(ready, what it saw)``."""
