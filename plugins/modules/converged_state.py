@@ -100,6 +100,8 @@ options:
     description: Where the kernel settings are read (tests point it at a folder).
     type: path
     default: /proc/sys
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -107,9 +109,13 @@ attributes:
   diff_mode:
     support: none
   idempotent:
+    description:
+      - When run twice in a row, the second run changes nothing.
     support: full
     details: A record is reported changed only when what it says of the host changes, not
       for a new run's ID.
+  platform:
+    platforms: posix
 notes:
   - What this cannot see is listed in the collection's C(docs/operate.md) (a Hub branch or an
     image tag that moved upstream, a hand's change to what a role sets with a command).
@@ -214,7 +220,9 @@ def _record_path(params):
         return params["path"]
     if os.geteuid() == 0:
         return ROOT_RECORD
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.environ.get("HOME") or "/", ".local", "state"
+    )
     return os.path.join(state, "llmfleet", "converged.json")
 
 

@@ -84,7 +84,7 @@ def unit_states(run, names):
     """The state of each systemd unit of ``names`` (one ``systemctl show`` for all)."""
     if not names:
         return {}
-    rc, out, _ = run(["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), "--", *names])
+    rc, out = run(["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), "--", *names])[:2]
     found = parse_units(out) if rc == 0 else {}
     absent = {"load": "not-found", "enabled": "", "active": "inactive", "invocation": ""}
     # systemctl names a unit by its full Id (llmfleet-vllm.service for llmfleet-vllm)
@@ -98,7 +98,7 @@ def container_states(run, containers):
     for entry in containers:
         key = "%s/%s" % (entry["engine"], entry["name"])
         try:
-            rc, out, _ = run([entry["engine"], "container", "inspect", entry["name"]])
+            rc, out = run([entry["engine"], "container", "inspect", entry["name"]])[:2]
         except OSError:
             rc, out = 1, ""
         inspected = None
@@ -126,9 +126,9 @@ def package_states(run, names):
     """The installed version of each Debian package (``dpkg-query``), or None."""
     if not names:
         return {}
-    _, out, _ = run(
+    out = run(
         ["dpkg-query", "-W", "-f", "${Package}\t${db:Status-Status}\t${Version}\n", "--", *names]
-    )
+    )[1]
     versions = {}
     for line in out.splitlines():
         fields = line.split("\t")
@@ -212,16 +212,13 @@ def _describe_file(path, before, after):
 
 
 def _describe_unit(name, before, after):
-    if after["load"] != before["load"]:
-        return "unit %s: %s, was %s" % (name, after["load"], before["load"])
-    if after["enabled"] != before["enabled"]:
-        return "unit %s: %s, was %s" % (
-            name,
-            after["enabled"] or "no unit file",
-            before["enabled"] or "no unit file",
-        )
-    if after["active"] != before["active"]:
-        return "unit %s: %s, was %s" % (name, after["active"], before["active"])
+    for key in ("load", "enabled", "active"):
+        if after.get(key) != before.get(key):
+            return "unit %s: %s, was %s" % (
+                name,
+                after.get(key) or "no unit file",
+                before.get(key) or "no unit file",
+            )
     return "unit %s: restarted since" % name
 
 

@@ -6,8 +6,8 @@ converged_record gathers for llmfleet.cluster.converged_state's record.
 A task is read by the module it ran (its resolved FQCN) through :data:`READERS`, one entry a
 module: which kind of item its arguments name. Arguments come from the result's
 ``invocation`` (the values the module ran with) or, for an action plugin that reports none,
-from the task's own arguments as the worker templated them. A task whose result is hidden
-(``no_log``) is read from its arguments alone; one in a hidden loop is not seen.
+from the task's own arguments as the worker templated them (each item's, in a loop). A task
+whose result is hidden (``no_log``) is read from those arguments alone.
 """
 
 from __future__ import annotations

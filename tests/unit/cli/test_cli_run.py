@@ -1,4 +1,6 @@
-"""Real ansible-runner runs of tiny playbooks against localhost (plain mode)."""
+"""Real ansible-runner runs of tiny playbooks against localhost (plain mode); and ``up``'s early
+stop (the comparison with the last full run first, site.yml only when a host changed), with the
+runs recorded, and once for real."""
 
 from __future__ import annotations
 
@@ -10,18 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
+from llmfleet import cli, converged
 from llmfleet.cli import app
 from llmfleet.playbook_files import run_collecting
 from llmfleet.run_artifacts import HIDDEN
+from llmfleet.run_outcome import HostStats, RunResult
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[3]
 
 
 def _up(fc: Any, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["up", "-i", str(fc.inventory), "--plain", *args])
+    # --full: these tests are of site.yml's run and its display; the comparison before it,
+    # and the early stop, have tests of their own (test_up_* below).
+    result = runner.invoke(app, ["up", "-i", str(fc.inventory), "--plain", "--full", *args])
     return result.exit_code, result.output
 
 
@@ -247,7 +254,9 @@ def test_up_json_is_the_result_on_stdout(fake_collection: Any, play: Callable[[s
             "      ignore_errors: true\n"
         )
     )
-    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--plain", "--json"])
+    result = runner.invoke(
+        app, ["up", "-i", str(fake_collection.inventory), "--plain", "--json", "--full"]
+    )
     assert result.exit_code == 0, result.output
     assert "[localhost] changed: Make a change" in result.stderr  # the progress
     summary = json.loads(result.stdout)  # nothing else on stdout
@@ -279,7 +288,7 @@ def test_up_json_is_the_result_on_stdout(fake_collection: Any, play: Callable[[s
 
 def test_up_json_of_a_failed_run(fake_collection: Any, play: Callable[[str], str]) -> None:
     fake_collection.write_site(play("    - name: Break\n      ansible.builtin.command: 'false'\n"))
-    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--json"])
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--json", "--full"])
     assert result.exit_code == 2, result.output
     summary = json.loads(result.stdout)
     assert summary["exit_code"] == 2
@@ -531,3 +540,179 @@ def test_check_shows_its_recap_without_the_task_stream(
     assert "== PLAY" not in result.output, result.output
     assert "running validate.yml (its tasks: -v)" in result.output, result.output
     assert "OK: all hosts done" in result.output, result.output
+
+
+# ---------------------------------------------------------------------------
+# up's early stop: playbooks/converged.yml first, site.yml only when a host changed
+# ---------------------------------------------------------------------------
+class Playbooks:
+    """run_playbook for both of up's runs: each playbook asked for (relative to the collection)
+    and its arguments; the comparison answers ``answers``, any other playbook succeeds."""
+
+    def __init__(self, root: Path, answers: dict[str, dict[str, Any]]) -> None:
+        self.root = root
+        self.answers = answers
+        self.ran: list[str] = []
+        self.kwargs: list[dict[str, Any]] = []
+
+    def __call__(self, playbook: Path, inventory: Path, **kwargs: Any) -> RunResult:
+        self.ran.append(str(playbook.relative_to(self.root)))
+        self.kwargs.append(kwargs)
+        stats = {"localhost": HostStats(ok=1)}
+        if playbook.name == "converged.yml":
+            return RunResult(rc=0, status="successful", stats=stats, converged=self.answers)
+        return RunResult(rc=0, status="successful", stats={"localhost": HostStats(ok=3)})
+
+
+def _playbooks(
+    fc: Any, monkeypatch: pytest.MonkeyPatch, answers: dict[str, dict[str, Any]]
+) -> Playbooks:
+    playbooks = Playbooks(fc.root, answers)
+    monkeypatch.setattr(cli, "run_playbook", playbooks)
+    monkeypatch.setattr(converged, "run_playbook", playbooks)
+    return playbooks
+
+
+CONVERGED = {"localhost": {"converged": True, "changes": [], "run": "20261201T190512Z-4242"}}
+CHANGED = {
+    "localhost": {
+        "converged": False,
+        "changes": ["/etc/llmfleet/a.yaml: its content changed", "unit x.service: restarted since"],
+        "run": "20261201T190512Z-4242",
+    }
+}
+
+
+def test_up_stops_after_the_comparison_when_every_host_is_converged(
+    fake_collection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    playbooks = _playbooks(fake_collection, monkeypatch, CONVERGED)
+    result = runner.invoke(
+        app, ["up", "-i", str(fake_collection.inventory), "--plain", "-e", "greeting=hi"]
+    )
+    assert result.exit_code == 0, result.output
+    assert playbooks.ran == ["playbooks/converged.yml"]  # site.yml is not run
+    (asked,) = playbooks.kwargs
+    assert (asked["quiet"], asked["recap"]) == (True, False)
+    assert asked["extravars"] == [{"greeting": "hi"}]
+    said = " ".join(result.output.split())
+    assert "Nothing changed since the last full run (20261201T190512Z-4242) on localhost" in said
+    assert "llmfleet up --full walks every task" in said
+
+
+def test_up_walks_site_yml_when_a_host_is_not_converged(
+    fake_collection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    playbooks = _playbooks(fake_collection, monkeypatch, CHANGED)
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--plain"])
+    assert result.exit_code == 0, result.output
+    assert playbooks.ran == ["playbooks/converged.yml", "site.yml"]
+    assert playbooks.kwargs[1]["extravars"] == playbooks.kwargs[0]["extravars"]
+    assert playbooks.kwargs[1]["artifacts"] == fake_collection.root / "artifacts" / "runs"
+    assert "Walking site.yml, since the last full run:\n" in result.output
+    assert "  localhost: /etc/llmfleet/a.yaml: its content changed\n" in result.output
+    assert "  localhost: unit x.service: restarted since\n" in result.output
+    assert "Nothing changed" not in result.output
+
+
+def test_up_json_after_the_comparison_names_it(
+    fake_collection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _playbooks(fake_collection, monkeypatch, CONVERGED)
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "Nothing changed since the last full run" in result.stderr
+    summary = json.loads(result.stdout)  # nothing else on stdout
+    assert summary["playbook"] == str(fake_collection.root / "playbooks" / "converged.yml")
+    assert summary["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "playbook"),
+    [
+        (["--full"], "site.yml"),
+        (["--check"], "site.yml"),
+        (["--tags", "vllm_server"], "site.yml"),
+        (["--skip-tags", "monitoring"], "site.yml"),
+        (["--limit", "localhost"], "site.yml"),
+        (["--playbook", "gateway"], "playbooks/gateway.yml"),
+    ],
+)
+def test_up_never_asks_for_a_dry_run_a_part_of_the_run_or_another_playbook(
+    fake_collection: Any, monkeypatch: pytest.MonkeyPatch, args: list[str], playbook: str
+) -> None:
+    (fake_collection.root / "playbooks" / "gateway.yml").write_text("[]\n", encoding="utf-8")
+    playbooks = _playbooks(fake_collection, monkeypatch, CONVERGED)
+    result = runner.invoke(app, ["up", "-i", str(fake_collection.inventory), "--plain", *args])
+    assert result.exit_code == 0, result.output
+    assert playbooks.ran == [playbook]
+    assert "Nothing changed" not in result.output
+    assert "Walking site.yml" not in result.output
+
+
+def _real(name: str, **task_args: Any) -> list[dict[str, Any]]:
+    """One of the collection's converged playbooks for the fake collection: its plays on every
+    host, the record in a folder of the test's (never /var/lib/llmfleet)."""
+    plays = yaml.safe_load((REPO / "playbooks" / name).read_text(encoding="utf-8"))
+    for each in plays:
+        each["hosts"] = "all"
+        for task in each["tasks"]:
+            task["llmfleet.cluster.converged_state"].update(task_args)
+    return plays
+
+
+def test_up_records_a_full_run_and_stops_at_the_next(fake_collection: Any, tmp_path: Path) -> None:
+    """The collection's own plays (the inputs first, the record last, the comparison) around a
+    task that writes a file: a run without a record walks site.yml and records; the next one
+    stops after the comparison; a run limited to some hosts walks it and records nothing."""
+    cfg = fake_collection.root / "ansible.cfg"
+    cfg.write_text(
+        cfg.read_text() + f"collections_path = {REPO / 'collections'}\n"
+        "callbacks_enabled = llmfleet.cluster.converged_record\n"
+    )
+    record = tmp_path / "converged.json"
+    walks = tmp_path / "walks"
+    converge = {
+        "name": "Converge",
+        "hosts": "all",
+        "gather_facts": False,
+        "tasks": [
+            {"name": "Write the file", "ansible.builtin.copy": {
+                "dest": str(tmp_path / "managed.txt"), "content": "a\n", "mode": "0644"}},
+            {"name": "Count the walks", "ansible.builtin.shell": f"echo walked >> {walks}"},
+        ],
+    }  # fmt: skip
+    fake_collection.write_site(
+        json.dumps(
+            [
+                *_real("converged_inputs.yml"),
+                converge,
+                *_real("converged_record.yml", path=str(record)),
+            ]
+        )
+    )
+    (fake_collection.root / "playbooks" / "converged.yml").write_text(
+        json.dumps(_real("converged.yml", path=str(record))), encoding="utf-8"
+    )
+
+    up = ["up", "-i", str(fake_collection.inventory), "--plain"]
+    result = runner.invoke(app, up)
+    assert result.exit_code == 0, result.output
+    assert "Walking site.yml, since the last full run:\n" in result.output, result.output
+    assert "  localhost: no record of a full run\n" in result.output, result.output
+    assert "[localhost] changed: Record the state this full run left" in result.output
+    run = json.loads(record.read_text())["run"]
+    assert json.loads(record.read_text())["items"]["files"] == [str(tmp_path / "managed.txt")]
+
+    result = runner.invoke(app, up)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert f"Nothing changed since the last full run ({run}) on localhost" in said, said
+    assert walks.read_text() == "walked\n"  # site.yml was not walked again
+
+    result = runner.invoke(app, [*up, "--limit", "localhost"])
+    assert result.exit_code == 0, result.output
+    assert walks.read_text() == "walked\n" * 2
+    # Not a full run: not recorded.
+    assert "[localhost] skipping: Record the state this full run left" in result.output
+    assert json.loads(record.read_text())["run"] == run
