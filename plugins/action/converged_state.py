@@ -18,8 +18,9 @@ from ansible_collections.llmfleet.cluster.plugins.plugin_utils._converged.inputs
     ansible_versions,
     collection_root,
     files_digest,
-    inputs_digest,
+    input_parts,
     is_input,
+    parts_digest,
     role_prefixes,
 )
 from ansible_collections.llmfleet.cluster.plugins.plugin_utils._converged.items import KINDS
@@ -30,7 +31,7 @@ MODULE = "llmfleet.cluster.converged_state"
 class ActionModule(ActionBase):
     """Runs converged_state with the inputs' digest and, to record, the run's items."""
 
-    def _inputs(self, task_vars):
+    def _input_parts(self, task_vars):
         root = collection_root()
         prefixes = role_prefixes(root)
         templar = self._templar.copy_with_new_env(available_variables=task_vars)
@@ -42,7 +43,7 @@ class ActionModule(ActionBase):
                 values[name] = templar.template(task_vars[name])
             except Exception as error:  # the run reports it where it reads the value
                 values[name] = "<%s>" % type(error).__name__
-        return inputs_digest(
+        return input_parts(
             values,
             task_vars.get("groups") or {},
             task_vars.get("group_names") or [],
@@ -55,7 +56,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = dict(self._task.args)
         if args.get("mode") != "forget" and not args.get("inputs"):
-            args["inputs"] = self._inputs(task_vars)
+            args["input_parts"] = self._input_parts(task_vars)
+            args["inputs"] = parts_digest(args["input_parts"])
         if args.get("mode") == "inputs":
             return {
                 **result,
@@ -64,6 +66,7 @@ class ActionModule(ActionBase):
                 "changes": [],
                 "run": "",
                 "inputs": args["inputs"],
+                "input_parts": args["input_parts"],
             }
         if args.get("mode") == "record":
             handed = read_handover(task_vars.get("inventory_hostname", ""))

@@ -54,6 +54,14 @@ options:
         versions of Ansible, the host's variables and groups). The action plugin computes it
         when it is not given.
     type: str
+  input_parts:
+    description:
+      - The digest of each part of O(inputs) by name (C(var:<name>) for each variable,
+        C(files), C(groups), C(group_names), C(versions)), so that a comparison names the
+        parts that changed (RV(changed_inputs)) without a value. The action plugin computes it
+        with O(inputs).
+    type: dict
+    default: {}
   run_id:
     description: The run that recorded (its start time, and the controller's process).
     type: str
@@ -153,6 +161,14 @@ changes:
   sample:
     - "/etc/llmfleet/firewall.nft: its content changed"
     - "unit llmfleet-vllm.service: restarted since"
+changed_inputs:
+  description: With O(mode=compare), the parts of the inputs that differ from the record's
+    (C(var:<name>), C(files), C(groups), C(group_names), C(versions); C(*) for a record that
+    has no parts); empty when the inputs are the same.
+  returned: always
+  type: list
+  elements: str
+  sample: ["var:vllm_server_profile_overrides"]
 run:
   description: The run the record comes from (empty without a record).
   returned: always
@@ -173,6 +189,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged i
     ITEM_KINDS,
     RecordError,
     boot_id,
+    changed_inputs,
     compare,
     make_record,
     parse_record,
@@ -195,6 +212,7 @@ ARGUMENT_SPEC = {
     },
     "path": {"type": "path"},
     "inputs": {"type": "str"},
+    "input_parts": {"type": "dict", "default": {}},
     "run_id": {"type": "str"},
     "items": {
         "type": "dict",
@@ -260,25 +278,48 @@ def _compare(module, run):
     try:
         record = _read(params["path"])
     except (RecordError, OSError) as error:
-        return {"converged": False, "changes": ["%s: %s" % (params["path"], error)], "run": ""}
+        return {
+            "converged": False,
+            "changes": ["%s: %s" % (params["path"], error)],
+            "changed_inputs": [],
+            "run": "",
+        }
     if record is None:
-        return {"converged": False, "changes": ["no record of a full run"], "run": ""}
+        return {
+            "converged": False,
+            "changes": ["no record of a full run"],
+            "changed_inputs": [],
+            "run": "",
+        }
     states = read_states(run, record.get("items", {}), params["proc_sys"])
-    changes = compare(record, params["inputs"], boot_id(), states)
+    changes = compare(record, params["inputs"], boot_id(), states, params["input_parts"])
     if not changes:  # the checks take seconds: only when the rest is as it was
         changes = probe_failures(record.get("probes", []), lambda spec: _probe(spec).check(run))
-    return {"converged": not changes, "changes": changes, "run": record.get("run", "")}
+    changed = (
+        changed_inputs(record.get("input_parts"), params["input_parts"])
+        if record.get("inputs") != params["inputs"]
+        else []
+    )
+    return {
+        "converged": not changes,
+        "changes": changes,
+        "changed_inputs": changed,
+        "run": record.get("run", ""),
+    }
 
 
 def _record(module, run):
     params = module.params
+    try:
+        before = _read(params["path"])
+    except (RecordError, OSError):
+        before = None
     items = {kind: params["items"].get(kind) or [] for kind in ITEM_KINDS}
-    probes = unique_probes(
-        [
-            {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
-            for spec in params["probes"]
-        ]
-    )
+    probes = [
+        {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
+        for spec in params["probes"]
+    ]
+    probes = unique_probes(probes)
     record = make_record(
         params["run_id"] or "",
         inputs=params["inputs"],
@@ -286,16 +327,13 @@ def _record(module, run):
         items=items,
         states=read_states(run, items, params["proc_sys"]),
         probes=probes,
+        input_parts=params["input_parts"],
     )
-    try:
-        before = _read(params["path"])
-    except (RecordError, OSError):
-        before = None
     changed = before is None or {**before, "run": ""} != {**record, "run": ""}
     if not module.check_mode:
         write_atomically(module, params["path"], json.dumps(record, indent=1, sort_keys=True))
         module.set_mode_if_different(params["path"], "0600", False)
-    return changed, {"converged": True, "changes": [], "run": record["run"]}
+    return changed, {"converged": True, "changes": [], "changed_inputs": [], "run": record["run"]}
 
 
 def main():
@@ -310,7 +348,9 @@ def main():
         module.fail_json(msg="mode=inputs is computed by the action plugin, on the controller")
     if module.params["mode"] == "forget":
         changed = _forget(module, module.params["path"])
-        module.exit_json(changed=changed, converged=False, changes=[], run="", inputs="")
+        module.exit_json(
+            changed=changed, converged=False, changes=[], changed_inputs=[], run="", inputs=""
+        )
     if module.params["mode"] == "record":
         changed, result = _record(module, run)
     else:

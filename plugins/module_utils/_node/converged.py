@@ -169,12 +169,13 @@ def boot_id(path=BOOT_ID):
         return ""
 
 
-def make_record(run_id, *, inputs, boot, items, states, probes):
+def make_record(run_id, *, inputs, boot, items, states, probes, input_parts=None):
     """The record of a full run: what the comparison reads back."""
     return {
         "version": RECORD_VERSION,
         "run": run_id,
         "inputs": inputs,
+        "input_parts": input_parts or {},
         "boot_id": boot,
         "items": {kind: items.get(kind, []) for kind in ITEM_KINDS},
         "states": states,
@@ -259,17 +260,46 @@ def differences(before, after):
     return lines
 
 
-def compare(record, inputs, boot, states):
+def compare(record, inputs, boot, states, parts=None):
     """Why the host is not as the last full run left it: a list of lines, empty when it is.
-    ``states`` is :func:`read_states` of the record's items."""
+    ``states`` is :func:`read_states` of the record's items; ``parts`` the inputs' parts
+    (:func:`changed_inputs`), which name what changed. Other inputs, or a reboot, are said
+    alone: either walks the whole run."""
     if record.get("inputs") != inputs:
-        return [
-            "the inputs changed since run %s (the collection, a variable or a group)"
-            % record.get("run")
-        ]
+        changed = changed_inputs(record.get("input_parts"), parts or {})
+        return [inputs_line(record.get("run"), changed)]
     if record.get("boot_id") != boot:
         return ["rebooted since run %s" % record.get("run")]
     return differences(record.get("states", {}), states)
+
+
+# How a part of the inputs that is not a variable is named in a line.
+PART_NAMES = {
+    "files": "the collection's files",
+    "groups": "the inventory's groups",
+    "group_names": "the host's groups",
+    "versions": "the versions of Ansible",
+}
+NAMES_SHOWN = 6
+
+
+def inputs_line(run, changed):
+    """The line that says the inputs changed, naming what changed (never a value)."""
+    if not changed or changed == ["*"]:
+        return "the inputs changed since run %s (the collection, a variable or a group)" % run
+    names = [PART_NAMES.get(part, part.partition(":")[2] or part) for part in changed]
+    more = len(names) - NAMES_SHOWN
+    shown = ", ".join(names[:NAMES_SHOWN]) + (" and %d more" % more if more > 0 else "")
+    return "the inputs changed since run %s: %s" % (run, shown)
+
+
+def changed_inputs(recorded, current):
+    """The names of the parts of the inputs (``var:<name>``, ``files``, ``groups``...) whose
+    digest differs between the record's and these; ``["*"]`` for a record without parts."""
+    if not recorded:
+        return ["*"]
+    names = set(recorded) | set(current)
+    return sorted(name for name in names if recorded.get(name) != current.get(name))
 
 
 def unique_probes(probes):

@@ -105,18 +105,28 @@ def role_prefixes(root):
     )
 
 
+def _sha256(value):
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def input_parts(values, groups, group_names, files, versions):
+    """The digest of each part of a host's inputs, by name: ``var:<name>`` for each of its
+    variables (``values``: name -> templated value), ``groups`` (the inventory's groups,
+    name -> hosts), ``group_names``, ``files`` (:func:`files_digest`) and ``versions``. What
+    differs between two runs is named by these, never by a value."""
+    parts = {"var:%s" % name: _sha256(value) for name, value in values.items()}
+    parts["groups"] = _sha256({name: sorted(hosts) for name, hosts in groups.items()})
+    parts["group_names"] = _sha256(sorted(group_names))
+    parts["files"] = _sha256(files)
+    parts["versions"] = _sha256(versions)
+    return parts
+
+
+def parts_digest(parts):
+    """One digest of a host's inputs, from its :func:`input_parts`."""
+    return _sha256(parts)
+
+
 def inputs_digest(values, groups, group_names, files, versions):
-    """One digest of a host's inputs: ``values`` its templated variables (name -> value),
-    ``groups`` the inventory's groups (name -> hosts), ``files`` :func:`files_digest`."""
-    canonical = json.dumps(
-        {
-            "values": values,
-            "groups": {name: sorted(hosts) for name, hosts in groups.items()},
-            "group_names": sorted(group_names),
-            "files": files,
-            "versions": versions,
-        },
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """One digest of a host's inputs (of its :func:`input_parts`)."""
+    return parts_digest(input_parts(values, groups, group_names, files, versions))

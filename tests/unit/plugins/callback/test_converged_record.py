@@ -31,6 +31,7 @@ def record_task(path: str) -> dict[str, Any]:
         "llmfleet.cluster.converged_state": {
             "mode": "record",
             "inputs": "{{ __llmfleet_converged_inputs.inputs }}",
+            "input_parts": "{{ __llmfleet_converged_inputs.input_parts }}",
             "path": path,
         },
         "register": "recorded",
@@ -165,6 +166,7 @@ def test_a_run_records_what_it_wrote_and_the_next_one_compares(tmp_path: Path) -
                 compare_task("first", record),
                 {"name": "Edit a", "ansible.builtin.shell": f"echo more >> {files / 'a.txt'}"},
                 compare_task("second", record),
+                {**compare_task("third", record), "vars": {"llmfleet_example": 2}},
             ],
             vars={"files_dir": str(files)},
         ),
@@ -175,6 +177,10 @@ def test_a_run_records_what_it_wrote_and_the_next_one_compares(tmp_path: Path) -
     second = results["Compare (second)"]["localhost"]
     assert second["converged"] is False
     assert second["changes"] == [f"{files / 'a.txt'}: its content changed"]
+    # A variable the run did not have: named, its value nowhere.
+    third = results["Compare (third)"]["localhost"]
+    assert third["changes"] == [f"the inputs changed since run {recorded['run']}: llmfleet_example"]
+    assert third["changed_inputs"] == ["var:llmfleet_example"]
 
 
 def test_a_run_that_failed_on_a_host_records_nothing(tmp_path: Path) -> None:

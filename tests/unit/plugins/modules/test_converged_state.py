@@ -221,6 +221,7 @@ def test_compare_says_converged_then_names_what_changed(host: Host, run_module: 
         "changed": False,
         "converged": True,
         "changes": [],
+        "changed_inputs": [],
         "run": "r1",
         "inputs": "digest-1",
     }

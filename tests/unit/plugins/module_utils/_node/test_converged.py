@@ -557,3 +557,49 @@ def test_probe_failures_name_each_check_that_does_not_pass() -> None:
     ]
     assert seen == probes
     assert converged.probe_failures([], check) == []
+
+
+@pytest.mark.parametrize(
+    ("recorded", "current", "changed"),
+    [
+        pytest.param({"var:a": "1", "files": "f"}, {"var:a": "1", "files": "f"}, [], id="same"),
+        pytest.param({"var:a": "1", "files": "f"}, {"var:a": "2", "files": "f"}, ["var:a"],
+                     id="a value"),
+        pytest.param({"var:a": "1"}, {"var:a": "1", "var:b": "1"}, ["var:b"], id="a new one"),
+        pytest.param({"var:a": "1", "var:b": "1"}, {"var:a": "1"}, ["var:b"], id="one gone"),
+        pytest.param({}, {"var:a": "1"}, ["*"], id="a record without parts"),
+    ],
+)  # fmt: skip
+def test_changed_inputs(
+    recorded: dict[str, str], current: dict[str, str], changed: list[str]
+) -> None:
+    assert converged.changed_inputs(recorded, current) == changed
+
+
+@pytest.mark.parametrize(
+    ("changed", "line"),
+    [
+        pytest.param(["*"],
+                     "the inputs changed since run r1 (the collection, a variable or a group)",
+                     id="unknown"),
+        pytest.param(["var:vllm_server_profile_overrides"],
+                     "the inputs changed since run r1: vllm_server_profile_overrides",
+                     id="a variable"),
+        pytest.param(["files", "groups", "versions"],
+                     "the inputs changed since run r1: the collection's files, the inventory's"
+                     " groups, the versions of Ansible", id="the rest"),
+        pytest.param([f"var:v{i}" for i in range(8)],
+                     "the inputs changed since run r1: v0, v1, v2, v3, v4, v5 and 2 more",
+                     id="many"),
+    ],
+)  # fmt: skip
+def test_the_inputs_line_names_what_changed(changed: list[str], line: str) -> None:
+    assert converged.inputs_line("r1", changed) == line
+
+
+def test_compare_names_the_variable_that_changed() -> None:
+    record = {**RECORD, "input_parts": {"var:vllm_server_port": "a", "files": "f"}}
+    now = {"var:vllm_server_port": "b", "files": "f"}
+    assert converged.compare(record, "other", "boot", {}, now) == [
+        "the inputs changed since run r1: vllm_server_port"
+    ]

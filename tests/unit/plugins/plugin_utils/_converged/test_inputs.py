@@ -178,3 +178,23 @@ def test_ansible_versions() -> None:
     versions = inputs.ansible_versions()
     assert versions["ansible-core"] == ansible_core_version
     assert set(versions) == {"ansible-core", "ansible"}
+
+
+def test_input_parts_name_each_variable_and_what_else_decides_a_run() -> None:
+    given: dict[str, Any] = {
+        "values": {"llmfleet_a": 1, "vllm_server_port": 8000},
+        "groups": {"all": ["spark-1"]},
+        "group_names": ["sparks"],
+        "files": "f" * 64,
+        "versions": {"ansible-core": "2.19.0", "ansible": "12.0.0"},
+    }
+    parts = inputs.input_parts(**given)
+    assert set(parts) == {
+        "var:llmfleet_a", "var:vllm_server_port", "groups", "group_names", "files", "versions"
+    }  # fmt: skip
+    assert all(len(value) == 64 for value in parts.values())
+    assert inputs.parts_digest(parts) == inputs.inputs_digest(**given)
+    # One value changed: its part alone differs, and no part holds the value itself.
+    other = inputs.input_parts(**{**given, "values": {"llmfleet_a": 2, "vllm_server_port": 8000}})
+    assert {name for name in parts if parts[name] != other[name]} == {"var:llmfleet_a"}
+    assert "2" not in other.values() and 2 not in other.values()
