@@ -138,10 +138,12 @@ def package_states(run, names):
 
 
 def sysctl_states(names, proc_sys="/proc/sys"):
-    """The value of each kernel setting (``net.core.rmem_max``), or None when it has none."""
+    """The value of each kernel setting, or None when it has none. A name is written with dots
+    (``net.core.rmem_max``) or, as sysctl(8) also takes it, with slashes, and then a dot is
+    part of a name (``net/ipv4/conf/eth0.100/rp_filter``, a VLAN's interface)."""
     states = {}
     for name in names:
-        path = os.path.join(proc_sys, *name.replace("/", ".").split("."))
+        path = os.path.join(proc_sys, *name.split("/" if "/" in name else "."))
         try:
             with open(path, encoding="utf-8") as handle:
                 states[name] = " ".join(handle.read().split())

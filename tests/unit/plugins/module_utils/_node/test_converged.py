@@ -336,6 +336,13 @@ def test_sysctl_states_read_the_tree(tmp_path: Path) -> None:
     }
 
 
+def test_a_sysctl_name_with_slashes_keeps_the_dots_of_an_interface(tmp_path: Path) -> None:
+    (tmp_path / "net" / "ipv4" / "conf" / "eth0.100").mkdir(parents=True)
+    (tmp_path / "net" / "ipv4" / "conf" / "eth0.100" / "rp_filter").write_text("2\n")
+    name = "net/ipv4/conf/eth0.100/rp_filter"
+    assert converged.sysctl_states([name], str(tmp_path)) == {name: "2"}
+
+
 def test_read_states_asks_each_tool_only_for_its_items(tmp_path: Path) -> None:
     calls: list[list[str]] = []
     run = answers({"systemctl": (0, SYSTEMCTL_SHOW, "")}, calls)
