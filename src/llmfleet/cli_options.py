@@ -136,7 +136,8 @@ JsonOption = Annotated[
     typer.Option(
         "--json",
         help="Print the result as JSON on stdout (exit code, ansible's rc, per host "
-        "ok/changed/failed/unreachable, failures, the run's artifacts folder, reports); the "
+        "ok/changed/failed/unreachable, failures, the run's artifacts folder, reports, what the "
+        "comparison with the last full run said of each host); the "
         "progress goes to stderr. Nothing on stdout when the run cannot start (exit 1).",
     ),
 ]

@@ -43,7 +43,7 @@ REPORT_ACTIONS = frozenset({"bench_report", "llmfleet.cluster.bench_report"})
 REPORT_KEYS = ("json_path", "markdown_path", "png_path")
 # Modules whose result says whether a host is as the last full run left it (RunResult.converged).
 CONVERGED_ACTIONS = frozenset({"converged_state", "llmfleet.cluster.converged_state"})
-CONVERGED_KEYS = ("converged", "changes", "run")
+CONVERGED_KEYS = ("converged", "changes", "changed_inputs", "run")
 MAX_ITEM_FAILURES = 3
 OUTPUT_KEYS: tuple[str, ...] = ("stderr", "stdout", "module_stderr", "module_stdout")
 NO_LOG_NOTICE = "output hidden: no_log: true is set on this task"

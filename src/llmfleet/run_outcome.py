@@ -149,7 +149,8 @@ def stats_from_event(data: Mapping[str, Any]) -> dict[str, HostStats]:
 
 def result_summary(result: RunResult) -> dict[str, Any]:
     """The run as ``--json`` prints it: exit code, ansible's rc and status, per host its
-    recap counts, the failures, ansible-runner's record of the run and the reports."""
+    recap counts, the failures, ansible-runner's record of the run, the reports and what the
+    comparison with the last full run said of each host."""
     return {
         "exit_code": int(result.exit_code),
         "rc": result.rc,
@@ -161,4 +162,6 @@ def result_summary(result: RunResult) -> dict[str, Any]:
         "failures": [asdict(failure) for failure in result.failures],
         "artifacts": None if result.artifacts is None else str(result.artifacts),
         "reports": list(result.reports),
+        # what the comparison with the last full run said of each host (llmfleet up)
+        "converged": dict(result.converged),
     }

@@ -625,6 +625,7 @@ def test_up_json_after_the_comparison_names_it(
     summary = json.loads(result.stdout)  # nothing else on stdout
     assert summary["playbook"] == str(fake_collection.root / "playbooks" / "converged.yml")
     assert summary["exit_code"] == 0
+    assert summary["converged"] == CONVERGED
 
 
 @pytest.mark.parametrize(
