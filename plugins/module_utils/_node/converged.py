@@ -38,7 +38,8 @@ class RecordError(ValueError):
 
 def file_state(path):
     """A path's type, mode, owner and content: its SHA-256, or its size and mtime above
-    :data:`HASH_LIMIT_BYTES`; ``{"exists": False}`` when absent. Links are not followed."""
+    :data:`HASH_LIMIT_BYTES` or when it cannot be read; ``{"exists": False}`` when absent.
+    Links are not followed."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -52,12 +53,16 @@ def file_state(path):
         return {**state, "type": "link", "target": os.readlink(path)}
     if stat.S_ISDIR(info.st_mode):
         return {**state, "type": "directory"}
+    by_size = {**state, "type": "file", "size": info.st_size, "mtime": int(info.st_mtime)}
     if info.st_size > HASH_LIMIT_BYTES:
-        return {**state, "type": "file", "size": info.st_size, "mtime": int(info.st_mtime)}
+        return by_size
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except PermissionError:  # a file sudo wrote, read by a user that connects without it
+        return by_size
     return {**state, "type": "file", "sha256": digest.hexdigest()}
 
 

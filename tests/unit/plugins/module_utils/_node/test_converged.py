@@ -140,6 +140,26 @@ def test_a_missing_path_is_just_absent(tmp_path: Path) -> None:
     assert converged.file_state(str(tmp_path / "gone")) == {"exists": False}
 
 
+def test_a_file_it_may_not_read_is_its_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tests run as root, who reads everything: the refusal a user meets is made here.
+    secret = tmp_path / "api.key"
+    secret.write_text("key\n")
+    os.utime(secret, (1_700_000_000, 1_700_000_000))
+    real_open = open
+
+    def refusing_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == str(secret):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing_open)
+    state = converged.file_state(str(secret))
+    assert (state["type"], state["size"], state["mtime"]) == ("file", 4, 1_700_000_000)
+    assert "sha256" not in state
+
+
 def test_a_file_above_the_limit_is_its_size_and_mtime_not_its_hash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
