@@ -25,6 +25,10 @@ description:
     and says, in RV(changes), each reason the host is not as that run left it - other inputs,
     a reboot, an item whose state differs, a readiness check that does not pass now. No
     change and RV(converged) true means a full run would change nothing here."
+  - A record made with the same O(inputs) as the one it replaces keeps that one's items too:
+    the same code given the same values manages the same things, though a task that found its
+    work done skipped this time (what a first run installs), so a second full run with nothing
+    to do leaves the record as it was.
   - The action plugin computes O(inputs) on the controller and, with O(mode=record), takes
     O(items) and O(probes) from the run's own task results (the callback
     C(llmfleet.cluster.converged_record)), so that no role lists what it manages twice.
@@ -192,6 +196,7 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged i
     changed_inputs,
     compare,
     make_record,
+    merged_items,
     parse_record,
     probe_failures,
     read_states,
@@ -319,6 +324,11 @@ def _record(module, run):
         {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
         for spec in params["probes"]
     ]
+    if before is not None and before.get("inputs") == params["inputs"]:
+        # The same inputs, the same code: what an earlier run of them managed is managed
+        # still, though a task that found it done skipped this time (a first run's install).
+        items = merged_items(before.get("items") or {}, items)
+        probes = (before.get("probes") or []) + probes
     probes = unique_probes(probes)
     record = make_record(
         params["run_id"] or "",

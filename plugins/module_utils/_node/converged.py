@@ -309,6 +309,15 @@ def changed_inputs(recorded, current):
     return sorted(name for name in names if recorded.get(name) != current.get(name))
 
 
+def merged_items(kept, items):
+    """``kept`` (lists by kind) with the items of ``items`` it lacks added, in order."""
+    merged = {}
+    for kind in ITEM_KINDS:
+        merged[kind] = list(kept.get(kind) or [])
+        merged[kind] += [value for value in items.get(kind) or [] if value not in merged[kind]]
+    return merged
+
+
 def unique_probes(probes):
     """Each readiness check once: of the same command and pattern waited on with several
     counts (``ray status`` listing 1 node, then 2), the largest count."""

@@ -195,6 +195,26 @@ def test_a_new_run_alone_is_no_change(host: Host, run_module: RunModule) -> None
     assert result["changed"] is True
 
 
+def test_a_run_of_the_same_inputs_keeps_what_the_one_before_managed(
+    host: Host, run_module: RunModule
+) -> None:
+    # A second full run skips what the first installed (a task that found its work done
+    # reports no path): its record keeps the first one's items, and nothing changed.
+    run_module(converged_state, host.args("record"))
+    fewer = {"files": [str(host.serve)], "units": ["llmfleet-vllm"]}
+    again = host.args("record", run_id="r2", items=fewer, probes=[{"url": "http://a/health"}])
+    rc, result = run_module(converged_state, again)
+    assert (rc, result["changed"]) == (0, True), result  # a check that was not there before
+    kept = json.loads(host.record.read_text())
+    assert kept["items"] == {**host.items(), "units": host.items()["units"]}
+    assert kept["probes"] == [{"url": "http://a/health"}]
+    rc, result = run_module(converged_state, {**again, "run_id": "r3"})
+    assert (rc, result["changed"]) == (0, False), result
+    # Other inputs, other code or values: only what this run managed.
+    rc, result = run_module(converged_state, {**again, "run_id": "r4", "inputs": "digest-2"})
+    assert json.loads(host.record.read_text())["items"]["files"] == [str(host.serve)]
+
+
 def test_in_check_mode_a_record_is_not_written(host: Host, run_module: RunModule) -> None:
     rc, result = run_module(converged_state, host.args("record", _ansible_check_mode=True))
     assert rc == 0, result
