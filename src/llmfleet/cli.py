@@ -33,6 +33,7 @@ from llmfleet.cli_options import (
     RUNS_FOLDER,
     ArtifactsOption,
     ExtraVarsOption,
+    FullOption,
     InventoryOption,
     JsonOption,
     LimitOption,
@@ -41,7 +42,7 @@ from llmfleet.cli_options import (
     fail,
 )
 from llmfleet.command_plugins import add_command_plugins
-from llmfleet.converged import CHECK_PLAYBOOK, unchanged
+from llmfleet.converged import run_unless_unchanged
 from llmfleet.doctor import doctor
 from llmfleet.down import down
 from llmfleet.logs import logs
@@ -49,7 +50,7 @@ from llmfleet.paths import CollectionNotFound, collection_root
 from llmfleet.plan import plan
 from llmfleet.playbook_files import start
 from llmfleet.run_outcome import ExitCode, result_summary
-from llmfleet.runner import RunnerError, run_playbook
+from llmfleet.runner import RunnerError
 from llmfleet.status import status
 from llmfleet.tune import TuneError, parse_grid
 from llmfleet.tune_run import Sweep
@@ -159,12 +160,7 @@ def up(  # noqa: PLR0917 - typer maps parameters to options
             help="Run [cyan]playbooks/NAME.yml[/cyan] instead of [cyan]site.yml[/cyan].",
         ),
     ] = None,
-    full: Annotated[
-        bool,
-        typer.Option(
-            "--full", help="Walk every task even when no host changed since the last run."
-        ),
-    ] = False,
+    full: FullOption = False,
 ) -> None:
     """Bring hosts to their configured state."""
     root = _root()
@@ -215,17 +211,10 @@ def _run(
     _, extravars = start(inventory, extra_vars, strict=strict)
     console = Console(stderr=as_json)
     try:
-        result = (
-            unchanged(
-                root, inventory, extravars, console=console, plain=plain or None, verbosity=verbose
-            )
-            if stop_if_unchanged
-            else None
-        )
-        pb = root / CHECK_PLAYBOOK if result is not None else pb
-        result = result or run_playbook(
+        pb, result = run_unless_unchanged(
             pb,
             inventory,
+            ask=stop_if_unchanged,
             extravars=extravars,
             verbosity=verbose,
             console=console,

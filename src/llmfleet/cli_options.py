@@ -145,3 +145,7 @@ PlainOption = Annotated[
     bool,
     typer.Option("--plain", help="One log line per task instead of the live table (CI)."),
 ]
+FullOption = Annotated[
+    bool,
+    typer.Option("--full", help="Walk every task even when no host changed since the last run."),
+]

@@ -90,3 +90,35 @@ def unchanged(
     if len(reasons) > REASONS_SHOWN:
         console.print(Text(f"  and {len(reasons) - REASONS_SHOWN} more"), highlight=False)
     return None
+
+
+def run_unless_unchanged(
+    playbook: Path,
+    inventory: Path,
+    *,
+    ask: bool,
+    extravars: Mapping[str, Any] | Sequence[Mapping[str, Any] | Path] | None,
+    console: Console,
+    plain: bool | None,
+    verbosity: int,
+    root: Path,
+    **options: Any,
+) -> tuple[Path, RunResult]:
+    """Run ``playbook``; with ``ask``, the comparison first, which is the whole run when no
+    host changed. The playbook that ran last, and its result."""
+    if ask:
+        result = unchanged(
+            root, inventory, extravars, console=console, plain=plain, verbosity=verbosity
+        )
+        if result is not None:
+            return root / CHECK_PLAYBOOK, result
+    return playbook, run_playbook(
+        playbook,
+        inventory,
+        extravars=extravars,
+        verbosity=verbosity,
+        console=console,
+        plain=plain,
+        root=root,
+        **options,
+    )

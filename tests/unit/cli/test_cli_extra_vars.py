@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from llmfleet import cli, converged, down, playbook_files, tune_run
+from llmfleet import converged, down, playbook_files, tune_run
 from llmfleet.cli import app
 from llmfleet.cli_options import extra_var_names, parse_extra_vars
 from llmfleet.declared_variables import Declaration, DeclaredVariables
@@ -76,8 +76,9 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runs:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.chdir(collection)
     recorded = Runs()
-    # up asks first whether anything changed (llmfleet.converged), then runs site.yml.
-    for module in (cli, converged, down, playbook_files, tune_run):
+    # The CLI runs its playbooks through llmfleet.converged (up asks there first whether
+    # anything changed, then runs site.yml).
+    for module in (converged, down, playbook_files, tune_run):
         monkeypatch.setattr(module, "run_playbook", recorded.run_playbook)
     monkeypatch.setattr(
         tune_run,

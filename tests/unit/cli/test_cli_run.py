@@ -15,7 +15,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from llmfleet import cli, converged
+from llmfleet import converged
 from llmfleet.cli import app
 from llmfleet.playbook_files import run_collecting
 from llmfleet.run_artifacts import HIDDEN
@@ -568,7 +568,7 @@ def _playbooks(
     fc: Any, monkeypatch: pytest.MonkeyPatch, answers: dict[str, dict[str, Any]]
 ) -> Playbooks:
     playbooks = Playbooks(fc.root, answers)
-    monkeypatch.setattr(cli, "run_playbook", playbooks)
+    # The CLI runs every playbook through llmfleet.converged (the comparison, then site.yml).
     monkeypatch.setattr(converged, "run_playbook", playbooks)
     return playbooks
 

@@ -120,6 +120,9 @@ def mac(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mac]:
         "mlx_server_port": server.server_address[1],
         "mlx_server_api_key": KEY,
         "mlx_server_served_model_name": MODEL,
+        # The record of the last full run, which `down` forgets: this Mac's own, not the
+        # record of the machine's root the tests run as.
+        "llmfleet_converged_record_file": str(home / ".local" / "state" / "llmfleet" / "c.json"),
     }
     (inventory / "hosts.yml").write_text(
         yaml.safe_dump({"all": {"children": {"mac_studios": {"hosts": {"mac-studio-1": host}}}}})
@@ -192,12 +195,16 @@ def test_doctor_checks_the_mac_with_its_own_checks(mac: Mac) -> None:
 def test_down_boots_the_daemon_out_and_removes_its_plist_and_key_then_changes_nothing(
     mac: Mac,
 ) -> None:
+    record = mac.home / ".local" / "state" / "llmfleet" / "c.json"  # llmfleet up's, last run
+    record.parent.mkdir(parents=True)
+    record.write_text("{}")
     proc = mac.llmfleet("down", "--plain")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not mac.plist.exists() and not mac.key_file.exists()
     assert LABEL not in mac.jobs.read_text()
-    # launchctl bootout system/LABEL, the plist, the key file.
-    assert changed_on_the_mac(proc.stdout) == 3, proc.stdout[-3000:]
+    assert not record.exists()
+    # launchctl bootout system/LABEL, the plist, the key file, the record of the last run.
+    assert changed_on_the_mac(proc.stdout) == 4, proc.stdout[-3000:]
     again = mac.llmfleet("down", "--plain")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert changed_on_the_mac(again.stdout) == 0, again.stdout[-3000:]
