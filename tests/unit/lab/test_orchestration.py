@@ -71,3 +71,23 @@ def test_the_runs_find_llmfleet_beside_this_interpreter(monkeypatch: pytest.Monk
     env = orchestration._tool_env("llmfleet-lab")
     assert env["PATH"].split(os.pathsep) == [str(Path(sys.executable).parent), "/usr/bin"]
     assert env["LLMFLEET_LAB"] == "llmfleet-lab"
+
+
+def test_the_walked_no_op_run_is_reported_beside_the_early_stop() -> None:
+    walked = result()
+    walked.no_op_full = Run(seconds=91.7, recap=parse_recap(RECAP))
+    text = render_markdown(walked)
+    assert "| no-op `llmfleet up --full` (every task walked) | 91.7 s | |" in text
+    assert "| no-op --full | spark-1 | 248 | 0 | 435 |" in text
+    assert "| no-op `llmfleet up --full` (every task walked) | n/a | |" in render_markdown(result())
+
+
+def test_vllm_is_restarted_only_where_its_unit_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On the Ray path only the head has llmfleet-vllm.service; rank 1 is a worker of Ray's.
+    loaded = {"lab-spark-1": "loaded\n", "lab-spark-2": "not-found\n"}
+
+    def exec_in(container: str, *cmd: str, **_: object) -> object:
+        return type("Done", (), {"stdout": loaded[container]})()
+
+    monkeypatch.setattr(orchestration.podman, "exec_in", exec_in)
+    assert orchestration._vllm_units_on(["lab-spark-1", "lab-spark-2"]) == ["lab-spark-1"]
