@@ -25,10 +25,10 @@ description:
     and says, in RV(changes), each reason the host is not as that run left it - other inputs,
     a reboot, an item whose state differs, a readiness check that does not pass now. No
     change and RV(converged) true means a full run would change nothing here."
-  - A record made with the same O(inputs) as the one it replaces keeps that one's items too:
-    the same code given the same values manages the same things, though a task that found its
-    work done skipped this time (what a first run installs), so a second full run with nothing
-    to do leaves the record as it was.
+  - A record made with the same O(inputs) as the one it replaces keeps that one's items too,
+    since the same code given the same values manages the same things, though a task that
+    found its work done skipped this time (what a first run installs); so a second full run
+    with nothing to do leaves the record as it was.
   - The action plugin computes O(inputs) on the controller and, with O(mode=record), takes
     O(items) and O(probes) from the run's own task results (the callback
     C(llmfleet.cluster.converged_record)), so that no role lists what it manages twice.
