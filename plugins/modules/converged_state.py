@@ -193,8 +193,8 @@ from ansible_collections.llmfleet.cluster.plugins.module_utils._node.converged i
     ITEM_KINDS,
     RecordError,
     boot_id,
-    changed_inputs,
     compare,
+    inputs_changed,
     make_record,
     merged_items,
     parse_record,
@@ -274,8 +274,9 @@ def _read(path):
         return None
 
 
-def _probe(spec):
-    return Probe(**{key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None})
+def _probe_spec(spec):
+    """A readiness check as the record keeps it: the keys a Probe takes, those set."""
+    return {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
 
 
 def _compare(module, run):
@@ -299,16 +300,13 @@ def _compare(module, run):
     states = read_states(run, record.get("items", {}), params["proc_sys"])
     changes = compare(record, params["inputs"], boot_id(), states, params["input_parts"])
     if not changes:  # the checks take seconds: only when the rest is as it was
-        changes = probe_failures(record.get("probes", []), lambda spec: _probe(spec).check(run))
-    changed = (
-        changed_inputs(record.get("input_parts"), params["input_parts"])
-        if record.get("inputs") != params["inputs"]
-        else []
-    )
+        changes = probe_failures(
+            record.get("probes", []), lambda spec: Probe(**_probe_spec(spec)).check(run)
+        )
     return {
         "converged": not changes,
         "changes": changes,
-        "changed_inputs": changed,
+        "changed_inputs": inputs_changed(record, params["inputs"], params["input_parts"]),
         "run": record.get("run", ""),
     }
 
@@ -320,10 +318,7 @@ def _record(module, run):
     except (RecordError, OSError):
         before = None
     items = {kind: params["items"].get(kind) or [] for kind in ITEM_KINDS}
-    probes = [
-        {key: spec[key] for key in PROBE_KEYS if spec.get(key) is not None}
-        for spec in params["probes"]
-    ]
+    probes = [_probe_spec(spec) for spec in params["probes"]]
     if before is not None and before.get("inputs") == params["inputs"]:
         # The same inputs, the same code: what an earlier run of them managed is managed
         # still, though a task that found it done skipped this time (a first run's install).

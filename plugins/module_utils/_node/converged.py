@@ -272,8 +272,8 @@ def compare(record, inputs, boot, states, parts=None):
     ``states`` is :func:`read_states` of the record's items; ``parts`` the inputs' parts
     (:func:`changed_inputs`), which name what changed. Other inputs, or a reboot, are said
     alone: either walks the whole run."""
-    if record.get("inputs") != inputs:
-        changed = changed_inputs(record.get("input_parts"), parts or {})
+    changed = inputs_changed(record, inputs, parts)
+    if changed:
         return [inputs_line(record.get("run"), changed)]
     if record.get("boot_id") != boot:
         return ["rebooted since run %s" % record.get("run")]
@@ -298,6 +298,14 @@ def inputs_line(run, changed):
     more = len(names) - NAMES_SHOWN
     shown = ", ".join(names[:NAMES_SHOWN]) + (" and %d more" % more if more > 0 else "")
     return "the inputs changed since run %s: %s" % (run, shown)
+
+
+def inputs_changed(record, inputs, parts=None):
+    """What changed in the inputs since ``record`` (:func:`changed_inputs`), or nothing
+    when its digest is ``inputs``."""
+    if record.get("inputs") == inputs:
+        return []
+    return changed_inputs(record.get("input_parts"), parts or {})
 
 
 def changed_inputs(recorded, current):
