@@ -13,7 +13,13 @@ from llmfleet import roledocs
 from llmfleet.declared_variables import declarations
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+# The roles a play runs. Role _common (internal) runs no entry point of its own: it holds the
+# collection-wide variables and task files other roles include, which their scenarios test.
+ROLES = sorted(
+    p.name
+    for p in (ROOT / "roles").iterdir()
+    if (p / "tasks").is_dir() and not p.name.startswith("_")
+)
 
 
 def load(path: Path) -> dict:
