@@ -197,11 +197,21 @@ def settled(samples: Sequence[Sample], back_at: float, observe_s: float, answers
     return all(s.status == 200 for s in after[-answers:])
 
 
+def healed(case: Case, heals: Sequence[dict[str, Any]]) -> bool:
+    """Whether the heal the case waits for (``healed_by``, when it names one) is among
+    ``heals``: a runaway allocation leaves vLLM answering until its memory guard acts."""
+    return case.healed_by is None or any(heal.get("by") == case.healed_by for heal in heals)
+
+
 def measure(lab: Lab, case: Case, observe_s: float = 45.0) -> CaseResult:
     """Inject one fault during a stream of requests; stop once the group has answered a few
     requests in a row, at least ``observe_s`` after the node was back (or its bound and a
     margin passed)."""
     known = {heal.get("epoch") for heal in lab.heals()}
+
+    def new_heals() -> list[dict[str, Any]]:
+        return [heal for heal in lab.heals() if heal.get("epoch") not in known]
+
     url = lab.api_url()
     with Stream(lambda: url) as stream:
         time.sleep(5)
@@ -209,11 +219,13 @@ def measure(lab: Lab, case: Case, observe_s: float = 45.0) -> CaseResult:
         back_at = case.inject(lab)
         url = lab.api_url()
         deadline = back_at + case.bound_s + 120
-        while time.time() < deadline and not settled(stream.samples, back_at, observe_s, 5):
+        while time.time() < deadline and not (
+            settled(stream.samples, back_at, observe_s, 5) and healed(case, new_heals())
+        ):
             time.sleep(2)
     samples = [s for s in stream.samples if s.sent >= fault_at - 5]
     serving_at = serving_again(samples, back_at)
-    heals = [heal for heal in lab.heals() if heal.get("epoch") not in known]
+    heals = new_heals()
     # When the probe (or its memory guard) acted, or saw vLLM started again: from then on the
     # group is restarting, and a request meets a refused connection, not a half-dead engine.
     noticed = min((float(h["epoch"]) for h in heals), default=None)

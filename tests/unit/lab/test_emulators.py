@@ -677,3 +677,36 @@ def test_memd_gives_the_node_a_pool_its_own_memory_use_takes_from(
     assert meminfo["MemFree"] == 5 * gib  # what cudaMemGetInfo reports on a GB10
     assert meminfo["MemAvailable"] == 5 * gib + gib - gib // 4
     assert _meminfo.page_cache_bytes(meminfo) == gib - gib // 4
+
+
+def test_memd_takes_what_the_node_uses_beyond_its_pool_from_its_page_cache(
+    node: FakeNode, tmp_path: Path
+) -> None:
+    """A runaway allocation on a GB10 makes its kernel give the page cache back: the pool's
+    MemAvailable falls to what is left, not to the node's page cache (this machine, with
+    memory to spare, evicts nothing of the node's own); shared memory stays."""
+    cgroup = tmp_path / "cgroup"
+    gib = 1 << 30
+    cgroup.mkdir()
+    # Anonymous memory and 0.25 GiB of shmem take the pool's 99%, beside 2 GiB of page cache.
+    one_percent = 8 * gib // 100 // 1024 * 1024  # in kB, as meminfo says it
+    anon = 8 * gib - one_percent - gib // 4
+    (cgroup / "memory.current").write_text(f"{anon + 2 * gib}\n")
+    (cgroup / "memory.stat").write_text(f"anon {anon}\nfile {2 * gib}\nshmem {gib // 4}\n")
+    node.settings(unified_memory_gib=8)
+    proc = subprocess.run(
+        [*node.cmd("llmfleet-lab-memd", "--once")],
+        env={**node.env, "LLMFLEET_LAB_CGROUP": str(cgroup)},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
+    meminfo = _meminfo.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+    # The cache left: the pool less the anonymous memory; of it, shmem is not available.
+    left = 8 * gib - anon
+    assert meminfo["MemFree"] == 0
+    assert meminfo["Cached"] == left
+    assert meminfo["MemAvailable"] == left - gib // 4 == one_percent  # under the probe's 3%

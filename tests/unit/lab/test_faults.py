@@ -32,6 +32,16 @@ def test_settled_needs_the_observation_time_and_answers_in_a_row() -> None:
     assert not settled(stream(200, 200, 200, 200, 0), back_at=100.0, observe_s=1, answers=5)
 
 
+def test_a_case_that_waits_for_a_heal_is_not_over_before_that_heal() -> None:
+    """The runaway allocation: vLLM answers until the memory guard kills it."""
+    [hog] = [c for c in fault_cases.CASES if c.name == "memory_hog_rank_0"]
+    [reboot] = [c for c in fault_cases.CASES if c.name == "reboot_rank_1"]
+    assert not faults.healed(hog, [])
+    assert not faults.healed(hog, [{"epoch": 1.0, "by": "probe"}])
+    assert faults.healed(hog, [{"epoch": 1.0, "by": "memory guard"}])
+    assert faults.healed(reboot, [])
+
+
 class ScriptedLab(faults.Lab):
     """A lab whose shell commands are recorded, on a given serving path."""
 
