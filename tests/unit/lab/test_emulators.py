@@ -645,6 +645,22 @@ def test_nvidia_smi_refuses_an_unknown_field_like_the_real_tool(node: FakeNode) 
 
 # --------------------------------------------------------------------------
 # llmfleet-lab-memd (GB10 unified memory)
+def _memd_once(node: FakeNode, cgroup: Path, gib: int) -> dict[str, int]:
+    """The meminfo llmfleet-lab-memd publishes for a pool of ``gib`` over ``cgroup``."""
+    node.settings(unified_memory_gib=gib)
+    proc = subprocess.run(
+        [*node.cmd("llmfleet-lab-memd", "--once")],
+        env={**node.env, "LLMFLEET_LAB_CGROUP": str(cgroup)},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
+    return _meminfo.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+
+
 @pytest.mark.parametrize("version", ["v1", "v2"])
 def test_memd_gives_the_node_a_pool_its_own_memory_use_takes_from(
     node: FakeNode, tmp_path: Path, version: str
@@ -661,18 +677,7 @@ def test_memd_gives_the_node_a_pool_its_own_memory_use_takes_from(
         cgroup.mkdir()
         (cgroup / "memory.current").write_text(f"{3 * gib}\n")
         (cgroup / "memory.stat").write_text(f"anon 7\nfile {gib}\nshmem {gib // 4}\n")
-    node.settings(unified_memory_gib=8)
-    proc = subprocess.run(
-        [*node.cmd("llmfleet-lab-memd", "--once")],
-        env={**node.env, "LLMFLEET_LAB_CGROUP": str(cgroup)},
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
-    meminfo = _meminfo.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+    meminfo = _memd_once(node, cgroup, gib=8)
     assert meminfo["MemTotal"] == 8 * gib
     assert meminfo["MemFree"] == 5 * gib  # what cudaMemGetInfo reports on a GB10
     assert meminfo["MemAvailable"] == 5 * gib + gib - gib // 4
@@ -693,18 +698,7 @@ def test_memd_takes_what_the_node_uses_beyond_its_pool_from_its_page_cache(
     anon = 8 * gib - one_percent - gib // 4
     (cgroup / "memory.current").write_text(f"{anon + 2 * gib}\n")
     (cgroup / "memory.stat").write_text(f"anon {anon}\nfile {2 * gib}\nshmem {gib // 4}\n")
-    node.settings(unified_memory_gib=8)
-    proc = subprocess.run(
-        [*node.cmd("llmfleet-lab-memd", "--once")],
-        env={**node.env, "LLMFLEET_LAB_CGROUP": str(cgroup)},
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    sysfs_root = Path(json.loads(node.hw_file.read_text())["sysfs_root"])
-    meminfo = _meminfo.parse_meminfo((sysfs_root.parent / "meminfo").read_text())
+    meminfo = _memd_once(node, cgroup, gib=8)
     # The cache left: the pool less the anonymous memory; of it, shmem is not available.
     left = 8 * gib - anon
     assert meminfo["MemFree"] == 0
