@@ -22,7 +22,12 @@ from typing import Any, NoReturn
 
 import yaml
 
-from llmfleet.declared_variables import COMMON_SPEC, argument_spec_files, collection_variables
+from llmfleet.declared_variables import (
+    COMMON_ENTRY_POINT,
+    COMMON_SPEC,
+    argument_spec_files,
+    collection_variables,
+)
 from llmfleet.paths import collection_root
 
 COLLECTION = "llmfleet.cluster"
@@ -145,7 +150,7 @@ def primary_entry_point(specs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A role's ``main`` entry point; role ``_common`` has none (Ansible would check every
     collection-wide variable at each play that loads it, templating those a command never
     reads), only ``variables``."""
-    name = "main" if "main" in specs else next(iter(specs))
+    name = next((name for name in ("main", COMMON_ENTRY_POINT) if name in specs), next(iter(specs)))
     return name, specs[name]
 
 
@@ -260,7 +265,10 @@ def role_readme(role: Path) -> str:
     lines.append("")
     others = entry_points(specs)
     if others:
-        lines += ["## Entry points", "", "- `main`: the whole role.", *others, ""]
+        primary, _ = primary_entry_point(specs)
+        # Role _common's primary entry point, variables, declares and runs nothing.
+        first = "the whole role" if primary == "main" else "the collection-wide variables"
+        lines += ["## Entry points", "", f"- `{primary}`: {first}.", *others, ""]
     tags = phase_tags(role)
     phases = [code(tag) for tag in tags if tag.startswith(f"{role.name}_")]
     if phases:

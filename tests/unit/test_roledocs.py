@@ -159,6 +159,26 @@ def test_the_variable_table_is_role_commons_less_the_labs_own(collection: Path) 
     ]
 
 
+def test_role_commons_task_files_are_listed_after_its_variables(collection: Path) -> None:
+    """Role _common's primary entry point declares the collection-wide variables and runs
+    nothing (no main); a task file the roles include is an entry point of its own."""
+    spec = collection / "roles" / "_common" / "meta" / "argument_specs.yml"
+    common = yaml.safe_load(spec.read_text())
+    common["argument_specs"]["greet_packages"] = {
+        "short_description": "Internal - install what a greeting needs",
+        "options": {"_common_greet_packages": {"type": "list", "elements": "str"}},
+    }
+    spec.write_text(yaml.safe_dump(common))
+    (collection / "roles" / "_common" / "meta" / "main.yml").write_text(yaml.safe_dump(META))
+    text = roledocs.role_readme(collection / "roles" / "_common")
+    assert "- `variables`: the collection-wide variables." in text
+    assert "`main`" not in text
+    assert (
+        "- `greet_packages` (`tasks_from: greet_packages`): internal - install what a greeting"
+        " needs, with variables of its own." in text
+    )
+
+
 def test_check_sees_a_readme_edited_by_hand(collection: Path) -> None:
     roledocs.main([])
     path = collection / "roles" / "demo" / "README.md"
