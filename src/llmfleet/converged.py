@@ -50,26 +50,19 @@ def verdict(result: RunResult) -> tuple[str | None, list[str]]:
 
 
 def unchanged(
-    root: Path,
-    inventory: Path,
-    extravars: Mapping[str, Any] | Sequence[Mapping[str, Any] | Path] | None,
-    *,
-    console: Console,
-    plain: bool | None,
-    verbosity: int,
+    root: Path, inventory: Path, *, console: Console, **run_options: Any
 ) -> RunResult | None:
-    """Ask every host whether it is as the last full run left it; print the answer. The
-    comparison's result when nothing changed (the caller stops there), else None."""
+    """Ask every host whether it is as the last full run left it (``run_options``: what
+    run_playbook is given besides); print the answer. The comparison's result when nothing
+    changed (the caller stops there), else None."""
     result = run_playbook(
         root / CHECK_PLAYBOOK,
         inventory,
-        extravars=extravars,
-        verbosity=verbosity,
         console=console,
-        plain=plain,
         root=root,
         quiet=True,
         recap=False,
+        **run_options,
     )
     run, reasons = verdict(result)
     if run is not None:
@@ -106,19 +99,12 @@ def run_unless_unchanged(
 ) -> tuple[Path, RunResult]:
     """Run ``playbook``; with ``ask``, the comparison first, which is the whole run when no
     host changed. The playbook that ran last, and its result."""
+    # What the comparison and the playbook are both given.
+    shared: dict[str, Any] = {"extravars": extravars, "verbosity": verbosity, "plain": plain}
     if ask:
-        result = unchanged(
-            root, inventory, extravars, console=console, plain=plain, verbosity=verbosity
-        )
+        result = unchanged(root, inventory, console=console, **shared)
         if result is not None:
             return root / CHECK_PLAYBOOK, result
     return playbook, run_playbook(
-        playbook,
-        inventory,
-        extravars=extravars,
-        verbosity=verbosity,
-        console=console,
-        plain=plain,
-        root=root,
-        **options,
+        playbook, inventory, console=console, root=root, **shared, **options
     )

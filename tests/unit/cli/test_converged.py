@@ -119,8 +119,9 @@ def ask(
     monkeypatch.setattr(converged, "run_playbook", comparison)
     console = Console(width=200, record=True, force_terminal=False)
     got = unchanged(
-        tmp_path, tmp_path / "hosts", [{"a": 1}], console=console, plain=True, verbosity=0
-    )
+        tmp_path, tmp_path / "hosts", extravars=[{"a": 1}], console=console, plain=True,
+        verbosity=0,
+    )  # fmt: skip
     return got, console.export_text(), comparison
 
 
