@@ -25,6 +25,9 @@ description:
     and says, in RV(changes), each reason the host is not as that run left it - other inputs,
     a reboot, an item whose state differs, a readiness check that does not pass now. No
     change and RV(converged) true means a full run would change nothing here."
+  - "With O(mode=compare) and other inputs, the lines after the inputs' line say what else
+    changed (a reboot, an item's state, a readiness check): without them, a walk limited to
+    what the changed variables reach (O(extends)) is sound."
   - A record made with the same O(inputs) as the one it replaces keeps that one's items too,
     since the same code given the same values manages the same things, though a task that
     found its work done skipped this time (what a first run installs); so a second full run
@@ -68,6 +71,14 @@ options:
     default: {}
   run_id:
     description: The run that recorded (its start time, and the controller's process).
+    type: str
+  extends:
+    description:
+      - With O(mode=record), the run whose record this one extends. C(llmfleet up) walks only
+        the tags a change of variables reaches when the comparison found nothing else changed
+        on any host since that run; the record then keeps that run's items and readiness
+        checks too (what the walk skipped is as that run left it). A record of another run is
+        not extended.
     type: str
   items:
     description:
@@ -219,6 +230,7 @@ ARGUMENT_SPEC = {
     "inputs": {"type": "str"},
     "input_parts": {"type": "dict", "default": {}},
     "run_id": {"type": "str"},
+    "extends": {"type": "str"},
     "items": {
         "type": "dict",
         "default": {},
@@ -299,14 +311,15 @@ def _compare(module, run):
         }
     states = read_states(run, record.get("items", {}), params["proc_sys"])
     changes = compare(record, params["inputs"], boot_id(), states, params["input_parts"])
-    if not changes:  # the checks take seconds: only when the rest is as it was
-        changes = probe_failures(
+    changed_inputs = inputs_changed(record, params["inputs"], params["input_parts"])
+    if len(changes) == bool(changed_inputs):  # the checks take seconds: only when the rest is as it was
+        changes += probe_failures(
             record.get("probes", []), lambda spec: Probe(**_probe_spec(spec)).check(run)
         )
     return {
         "converged": not changes,
         "changes": changes,
-        "changed_inputs": inputs_changed(record, params["inputs"], params["input_parts"]),
+        "changed_inputs": changed_inputs,
         "run": record.get("run", ""),
     }
 
@@ -319,9 +332,14 @@ def _record(module, run):
         before = None
     items = {kind: params["items"].get(kind) or [] for kind in ITEM_KINDS}
     probes = [_probe_spec(spec) for spec in params["probes"]]
-    if before is not None and before.get("inputs") == params["inputs"]:
+    if before is not None and (
+        before.get("inputs") == params["inputs"]
+        or (params["extends"] and before.get("run") == params["extends"])
+    ):
         # The same inputs, the same code: what an earlier run of them managed is managed
         # still, though a task that found it done skipped this time (a first run's install).
+        # Or a walk of what a change of variables reaches, from that run's state: what it
+        # did not walk is as that run left it.
         items = merged_items(before.get("items") or {}, items)
         probes = (before.get("probes") or []) + probes
     probes = unique_probes(probes)

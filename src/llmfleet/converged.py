@@ -11,16 +11,21 @@ not answer included, walks ``site.yml`` as before, and says why.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
+from llmfleet.reach import walk_tags
 from llmfleet.run_outcome import ExitCode, RunResult
 from llmfleet.runner import run_playbook
 
 CHECK_PLAYBOOK = "playbooks/converged.yml"
+# The extra variable that names the run whose record a limited walk extends
+# (playbooks/converged_record.yml).
+WALK_FROM = "__llmfleet_converged_walk_from"
 # How many of the reasons are printed before "and N more".
 REASONS_SHOWN = 8
 
@@ -49,12 +54,57 @@ def verdict(result: RunResult) -> tuple[str | None, list[str]]:
     return runs.pop(), []
 
 
+@dataclass(frozen=True)
+class Walk:
+    """What ``llmfleet up`` walks: the tags a change reaches and the run whose record the
+    walk extends, or everything (``tags`` None)."""
+
+    tags: list[str] | None = None
+    extends: str = ""
+    variables: list[str] = field(default_factory=list)
+
+
+def variables_only(result: RunResult) -> tuple[str, list[str]] | None:
+    """The run every host's record comes from and the variables that changed since, when
+    nothing else did on any host (no other input, reboot, item or readiness check); else
+    None."""
+    runs: set[str] = set()
+    variables: set[str] = set()
+    hosts = set(result.stats) | set(result.converged)
+    if not hosts or result.exit_code != ExitCode.OK:
+        return None
+    for host in hosts:
+        answer = result.converged.get(host) or {}
+        parts = list(answer.get("changed_inputs") or [])
+        # Only the inputs' line: nothing else differs (the module's compare says it first).
+        if len(answer.get("changes") or []) != bool(parts):
+            return None
+        if not all(part.startswith("var:") for part in parts):
+            return None
+        variables |= {part[4:] for part in parts}
+        runs.add(str(answer.get("run") or ""))
+    if len(runs) != 1 or not variables or "" in runs:
+        return None
+    return runs.pop(), sorted(variables)
+
+
+def scope(root: Path, result: RunResult) -> Walk:
+    """What to walk after the comparison ``result`` found changes: the tags the changed
+    variables reach (llmfleet.reach) when nothing but variables changed, else everything."""
+    found = variables_only(result)
+    if found is None:
+        return Walk()
+    run, variables = found
+    tags = walk_tags(root, variables)
+    return Walk(tags, run, variables) if tags is not None else Walk(variables=variables)
+
+
 def unchanged(
     root: Path, inventory: Path, *, console: Console, **run_options: Any
-) -> RunResult | None:
+) -> RunResult | Walk:
     """Ask every host whether it is as the last full run left it (``run_options``: what
     run_playbook is given besides); print the answer. The comparison's result when nothing
-    changed (the caller stops there), else None."""
+    changed (the caller stops there), else what to walk (:func:`scope`)."""
     result = run_playbook(
         root / CHECK_PLAYBOOK,
         inventory,
@@ -77,12 +127,31 @@ def unchanged(
             soft_wrap=True,
         )
         return result
+    walk = scope(root, result)
     console.print(Text("Walking site.yml, since the last full run:", style="bold"))
     for line in reasons[:REASONS_SHOWN]:
         console.print(Text(f"  {line}"), soft_wrap=True, highlight=False)
     if len(reasons) > REASONS_SHOWN:
         console.print(Text(f"  and {len(reasons) - REASONS_SHOWN} more"), highlight=False)
-    return None
+    if walk.tags is not None:
+        console.print(
+            Text(
+                f"Only variables changed, and nothing else since run {walk.extends}: walking "
+                f"the tasks they reach (--tags {','.join(walk.tags) or 'always'}), the checks "
+                "of the whole inventory included. llmfleet up --full walks every task.",
+                style="bold",
+            ),
+            soft_wrap=True,
+        )
+    elif walk.variables:
+        console.print(
+            Text(
+                "Walking every task: a changed variable reaches what no tag bounds "
+                f"({', '.join(walk.variables[:REASONS_SHOWN])})."
+            ),
+            soft_wrap=True,
+        )
+    return walk
 
 
 def run_unless_unchanged(
@@ -98,13 +167,27 @@ def run_unless_unchanged(
     **options: Any,
 ) -> tuple[Path, RunResult]:
     """Run ``playbook``; with ``ask``, the comparison first, which is the whole run when no
-    host changed. The playbook that ran last, and its result."""
+    host changed, and limits the run to the tags a change reaches when only variables
+    changed. The playbook that ran last, and its result."""
     # What the comparison and the playbook are both given.
     shared: dict[str, Any] = {"extravars": extravars, "verbosity": verbosity, "plain": plain}
     if ask:
-        result = unchanged(root, inventory, console=console, **shared)
-        if result is not None:
-            return root / CHECK_PLAYBOOK, result
+        walk = unchanged(root, inventory, console=console, **shared)
+        if isinstance(walk, RunResult):
+            return root / CHECK_PLAYBOOK, walk
+        if walk.tags is not None:
+            options["tags"] = ",".join(walk.tags or ["always"])
+            shared["extravars"] = [*_as_sequence(extravars), {WALK_FROM: walk.extends}]
     return playbook, run_playbook(
         playbook, inventory, console=console, root=root, **shared, **options
     )
+
+
+def _as_sequence(
+    extravars: Mapping[str, Any] | Sequence[Mapping[str, Any] | Path] | None,
+) -> list[Mapping[str, Any] | Path]:
+    if extravars is None:
+        return []
+    if isinstance(extravars, Mapping):
+        return [extravars]
+    return list(extravars)

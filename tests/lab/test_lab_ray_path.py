@@ -166,6 +166,28 @@ def test_a_second_run_on_the_ray_path_changes_nothing(ray_lab: Lab, client_dir: 
     assert changed["spark-2"] > 0, walked.stdout[-6000:]
 
 
+def test_a_change_of_variables_walks_only_what_it_reaches(ray_lab: Lab, client_dir: Path) -> None:
+    """Right after a run that recorded, only a variable changes (Prometheus' scrape interval):
+    `llmfleet up` walks the tags it reaches (llmfleet.reach), the checks included, and not the
+    fabric, the firewall or the clients. A full walk with the same variable afterwards changes
+    nothing: the limited walk left every host as a full one would have."""
+    lab = ray_lab
+    interval = ("-e", json.dumps({"monitoring_scrape_interval": "10s"}))
+    limited = run_up(lab, *client_args(client_dir), *interval)
+    assert limited.returncode == 0, limited.stdout[-6000:]
+    output = " ".join(limited.stdout.split())
+    assert "the inputs changed since run" in output and "monitoring_scrape_interval" in output
+    assert "walking the tasks they reach (--tags monitoring," in output, limited.stdout[:6000]
+    assert "Check the Spark cluster's settings" in limited.stdout, limited.stdout[-6000:]
+    for unwalked in ("Turn IPv6 off on the fabric interfaces", "Install Claude Code from npm"):
+        assert unwalked not in limited.stdout, limited.stdout[-6000:]
+    prometheus = lab.out("spark-1", "grep -m1 scrape_interval /etc/prometheus/prometheus.yml")
+    assert prometheus.split() == ["scrape_interval:", "10s"], prometheus
+    full = run_up(lab, *client_args(client_dir), *interval, "--full")
+    assert full.returncode == 0, full.stdout[-6000:]
+    assert set(changed_counts(full.stdout).values()) == {0}, full.stdout[-6000:]
+
+
 def test_a_parser_the_images_vllm_does_not_know_is_refused_by_the_check(ray_lab: Lab) -> None:
     # The image's vLLM is looked into before any change (its parsers read from its source):
     # a name it does not register failed `vllm serve` in the head's container after the stop.

@@ -270,14 +270,13 @@ def differences(before, after):
 def compare(record, inputs, boot, states, parts=None):
     """Why the host is not as the last full run left it: a list of lines, empty when it is.
     ``states`` is :func:`read_states` of the record's items; ``parts`` the inputs' parts
-    (:func:`changed_inputs`), which name what changed. Other inputs, or a reboot, are said
-    alone: either walks the whole run."""
+    (:func:`changed_inputs`), which name what changed. Other inputs are said first; a reboot
+    alone after them (every state is another since), else each item whose state differs."""
     changed = inputs_changed(record, inputs, parts)
-    if changed:
-        return [inputs_line(record.get("run"), changed)]
+    lines = [inputs_line(record.get("run"), changed)] if changed else []
     if record.get("boot_id") != boot:
-        return ["rebooted since run %s" % record.get("run")]
-    return differences(record.get("states", {}), states)
+        return lines + ["rebooted since run %s" % record.get("run")]
+    return lines + differences(record.get("states", {}), states)
 
 
 # How a part of the inputs that is not a variable is named in a line.

@@ -277,15 +277,64 @@ def test_compare_names_every_kind_of_change(host: Host, run_module: RunModule) -
     ]
 
 
-def test_other_inputs_are_said_first_and_alone(host: Host, run_module: RunModule) -> None:
+def test_other_inputs_are_said_first_then_what_else_changed(
+    host: Host, run_module: RunModule
+) -> None:
+    # What else changed is said after the inputs' line: `llmfleet up` limits its walk to what
+    # the changed variables reach only when nothing else did.
     run_module(converged_state, host.args("record"))
-    host.serve.write_text("changed too\n")
     rc, result = run_module(converged_state, host.args("compare", inputs="digest-2"))
     assert rc == 0, result
     assert result["changes"] == [
         "the inputs changed since run r1 (the collection, a variable or a group)"
     ]
-    assert result["inputs"] == "digest-2"
+    assert (result["inputs"], result["changed_inputs"]) == ("digest-2", ["*"])
+    host.serve.write_text("changed too\n")
+    rc, result = run_module(converged_state, host.args("compare", inputs="digest-2"))
+    assert result["changes"] == [
+        "the inputs changed since run r1 (the collection, a variable or a group)",
+        f"{host.serve}: its content changed",
+    ]
+
+
+def test_a_check_that_fails_is_said_after_other_inputs_when_nothing_else_changed(
+    host: Host, run_module: RunModule
+) -> None:
+    probes = [{"command": [sys.executable, "-c", "import sys; sys.exit(3)"]}]
+    parts = {"var:vllm_server_profile_overrides": "a"}
+    run_module(converged_state, host.args("record", probes=probes, input_parts=parts))
+    other = {"var:vllm_server_profile_overrides": "b"}
+    rc, result = run_module(
+        converged_state, host.args("compare", inputs="digest-2", input_parts=other)
+    )
+    assert rc == 0, result
+    assert result["changed_inputs"] == ["var:vllm_server_profile_overrides"]
+    assert result["changes"] == [
+        "the inputs changed since run r1: vllm_server_profile_overrides",
+        f"{sys.executable} -c import sys; sys.exit(3): not ready (exit 3)",
+    ]
+
+
+def test_a_limited_walk_extends_the_record_of_the_run_it_started_from(
+    host: Host, run_module: RunModule
+) -> None:
+    # `llmfleet up` walked only what a changed variable reaches, from run r1's state: the
+    # record of the new inputs keeps r1's items and checks, which the walk did not touch.
+    probes = [{"url": "http://a/health"}]
+    run_module(converged_state, host.args("record", probes=probes))
+    fewer = {"files": [str(host.serve)]}
+    limited = host.args("record", run_id="r2", inputs="digest-2", items=fewer, extends="r1")
+    rc, result = run_module(converged_state, limited)
+    assert rc == 0, result
+    kept = json.loads(host.record.read_text())
+    assert (kept["run"], kept["inputs"]) == ("r2", "digest-2")
+    assert kept["items"] == host.items() and kept["probes"] == probes
+    # A record of another run is not extended.
+    rc, result = run_module(
+        converged_state,
+        {**limited, "run_id": "r3", "inputs": "digest-3", "extends": "r1"},
+    )
+    assert json.loads(host.record.read_text())["items"]["files"] == [str(host.serve)]
 
 
 def test_compare_without_a_record(host: Host, run_module: RunModule) -> None:

@@ -528,8 +528,20 @@ RECORD = {
         pytest.param("digest", "boot", {"files": {"/f": FILE}}, [], id="as it was"),
         pytest.param(
             "other", "boot2", {"files": {"/f": {"exists": False}}},
+            ["the inputs changed since run r1 (the collection, a variable or a group)",
+             "rebooted since run r1"],
+            id="other inputs, then a reboot alone",
+        ),
+        pytest.param(
+            "other", "boot", {"files": {"/f": {"exists": False}}},
+            ["the inputs changed since run r1 (the collection, a variable or a group)",
+             "/f: removed"],
+            id="other inputs, then each item",
+        ),
+        pytest.param(
+            "other", "boot", {"files": {"/f": FILE}},
             ["the inputs changed since run r1 (the collection, a variable or a group)"],
-            id="other inputs: nothing else is said",
+            id="other inputs alone",
         ),
         pytest.param(
             "digest", "boot2", {"files": {"/f": {"exists": False}}},
