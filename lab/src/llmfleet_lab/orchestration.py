@@ -10,7 +10,9 @@ out of the ratios):
 * a no-op re-run (time, changed and run tasks per host): `llmfleet up` as a user runs it,
   which stops after one call per host when nothing changed, and with ``--full``, which walks
   every task;
-* a profile change (one ``vllm serve`` option) converged with `llmfleet up`.
+* a profile change (one ``vllm serve`` option) converged with `llmfleet up`, which walks only
+  the tags the changed variable reaches, then another with ``--full`` (every task walked, as
+  before), whose half is its target.
 
 The figures that matter are ratios and counts: first answer / vLLM's own start, the no-op
 run's tasks. Results are written beside the serving benchmark (``artifacts/bench``) as
@@ -49,6 +51,10 @@ RECAP = re.compile(
 )
 VLLM_UNITS = ("llmfleet-vllm",)
 PROFILE_CHANGE = {"vllm_server_profile_overrides": {"max_num_seqs": 7}}
+# The second change, walked with --full: another value, so that vLLM restarts again.
+PROFILE_CHANGE_FULL = {"vllm_server_profile_overrides": {"max_num_seqs": 6}}
+# A profile change against the same change walked in full (issue 38: less than half).
+PROFILE_CHANGE_TARGET = 0.5
 
 
 @dataclass
@@ -72,12 +78,22 @@ class OrchestrationResult:
     profile_change: Run
     # the same no-op run with --full: every task walked
     no_op_full: Run | None = None
+    # another profile change, with --full: every task walked, as before the limited walk
+    profile_change_full: Run | None = None
     targets: dict[str, float] = field(
         default_factory=lambda: {
             "no_op_s": NO_OP_TARGET_S,
             "first_answer_over_vllm_start": FIRST_ANSWER_RATIO_TARGET,
+            "profile_change_over_full": PROFILE_CHANGE_TARGET,
         }
     )
+
+    @property
+    def profile_change_ratio(self) -> float | None:
+        full = self.profile_change_full
+        if full is None or full.seconds <= 0:
+            return None
+        return self.profile_change.seconds / full.seconds
 
     @property
     def first_answer_ratio(self) -> float | None:
@@ -88,6 +104,7 @@ class OrchestrationResult:
     def to_json(self) -> str:
         data = asdict(self)
         data["first_answer_over_vllm_start"] = self.first_answer_ratio
+        data["profile_change_over_full"] = self.profile_change_ratio
         return json.dumps(data, indent=2)
 
 
@@ -110,6 +127,8 @@ def render_markdown(result: OrchestrationResult) -> str:
     ratio = result.first_answer_ratio
     no_op_ok = result.no_op.seconds <= NO_OP_TARGET_S
     ratio_ok = ratio is not None and ratio <= FIRST_ANSWER_RATIO_TARGET
+    change = result.profile_change_ratio
+    change_ok = change is not None and change < PROFILE_CHANGE_TARGET
     lines = [
         f"# Orchestration benchmark, lab {result.lab} ({result.nodes} nodes), {result.timestamp}",
         "",
@@ -126,7 +145,13 @@ def render_markdown(result: OrchestrationResult) -> str:
         f" <= {NO_OP_TARGET_S:.0f} s {'(met)' if no_op_ok else '(not met)'} |",
         f"| no-op `llmfleet up --full` (every task walked)"
         f" | {_figure(result.no_op_full.seconds if result.no_op_full else None)} | |",
-        f"| profile change (one serve option) | {_figure(result.profile_change.seconds)} | |",
+        f"| profile change (one serve option, the tags it reaches)"
+        f" | {_figure(result.profile_change.seconds)} | |",
+        f"| profile change with `--full` (every task walked)"
+        f" | {_figure(result.profile_change_full.seconds if result.profile_change_full else None)}"
+        " | |",
+        f"| **profile change / the same with --full** | {_figure(change, 'x')} |"
+        f" < {PROFILE_CHANGE_TARGET} {'(met)' if change_ok else '(not met)'} |",
         "",
         "| run | host | ok (tasks run) | changed | skipped |",
         "| --- | --- | --- | --- | --- |",
@@ -136,6 +161,7 @@ def render_markdown(result: OrchestrationResult) -> str:
         ("no-op", result.no_op),
         ("no-op --full", result.no_op_full),
         ("profile change", result.profile_change),
+        ("profile change --full", result.profile_change_full),
     ):
         if run is None:
             continue
@@ -286,11 +312,16 @@ def run(
     no_op = _llmfleet_up(lab, root, None, layout)
     say(f"no-op {no_op.seconds} s; the same with --full (every task walked)")
     no_op_full = _llmfleet_up(lab, root, None, layout, ["--full"])
-    say(f"no-op --full {no_op_full.seconds} s; vLLM's own start (units restarted on every node)")
+    # Before vLLM's own start: its restart by hand would walk every task (a unit restarted).
+    say(f"no-op --full {no_op_full.seconds} s; profile change (the tags it reaches)")
+    change = _llmfleet_up(lab, root, None, [*layout, json.dumps(PROFILE_CHANGE)])
+    say(f"profile change {change.seconds} s; another, with --full")
+    change_full = _llmfleet_up(
+        lab, root, None, [*layout, json.dumps(PROFILE_CHANGE_FULL)], ["--full"]
+    )
+    say(f"profile change --full {change_full.seconds} s; vLLM's own start (units restarted)")
     serving = [node.container for node in status.nodes[:2]]
     own = _vllm_own_start(lab, serving, health_url)
-    say(f"vLLM's own start {own} s; profile change")
-    change = _llmfleet_up(lab, root, None, [*layout, json.dumps(PROFILE_CHANGE)])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     result = OrchestrationResult(
         timestamp=stamp,
@@ -301,6 +332,7 @@ def run(
         vllm_own_start_s=own,
         no_op=no_op,
         profile_change=change,
+        profile_change_full=change_full,
         no_op_full=no_op_full,
     )
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -50,7 +50,26 @@ def test_the_ratio_is_first_answer_over_vllms_own_start() -> None:
     data = json.loads(result().to_json())
     assert data["first_answer_over_vllm_start"] == 90.0 / 75.0
     assert data["no_op"]["recap"]["spark-1"]["ok"] == 248
-    assert data["targets"] == {"no_op_s": 20.0, "first_answer_over_vllm_start": 1.5}
+    assert data["targets"] == {
+        "no_op_s": 20.0,
+        "first_answer_over_vllm_start": 1.5,
+        "profile_change_over_full": 0.5,
+    }
+    assert data["profile_change_over_full"] is None  # no change walked with --full
+
+
+def test_the_profile_change_is_held_against_the_same_change_walked_in_full() -> None:
+    limited = result()
+    limited.profile_change_full = Run(seconds=200.0, recap=parse_recap(RECAP))
+    assert limited.profile_change_ratio == 110.0 / 200.0
+    assert json.loads(limited.to_json())["profile_change_over_full"] == 0.55
+    text = render_markdown(limited)
+    assert "| profile change with `--full` (every task walked) | 200.0 s | |" in text
+    assert "| **profile change / the same with --full** | 0.6 x | < 0.5 (not met) |" in text
+    assert "| profile change --full | spark-1 | 248 | 0 | 435 |" in text
+    limited.profile_change_full = Run(seconds=230.0, recap={})
+    assert "| 0.5 x | < 0.5 (met) |" in render_markdown(limited)
+    assert "| n/a | < 0.5 (not met) |" in render_markdown(result())
 
 
 def test_the_report_says_which_target_is_met() -> None:
