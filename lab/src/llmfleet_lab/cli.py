@@ -315,8 +315,8 @@ def bench(
     """Benchmark the orchestration on a fresh lab (the lab is removed and started again).
 
     Measures the fresh converge and, during it, the time until vLLM first answers; vLLM's
-    own start on the same lab; a no-op re-run (time, tasks per host); a profile change.
-    Writes orchestration-<time>.json and .md under --output.
+    own start on the same lab; a no-op re-run (time, tasks per host); a profile change
+    (the tags it reaches) against another walked with --full. Writes orchestration-<time>.json and .md under --output.
 
     Example: [bold]llmfleet lab bench[/] (part of `make bench`)
     """
