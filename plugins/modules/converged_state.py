@@ -312,7 +312,8 @@ def _compare(module, run):
     states = read_states(run, record.get("items", {}), params["proc_sys"])
     changes = compare(record, params["inputs"], boot_id(), states, params["input_parts"])
     changed_inputs = inputs_changed(record, params["inputs"], params["input_parts"])
-    if len(changes) == bool(changed_inputs):  # the checks take seconds: only when the rest is as it was
+    # The checks take seconds: only when the rest is as it was (other inputs aside).
+    if len(changes) == bool(changed_inputs):
         changes += probe_failures(
             record.get("probes", []), lambda spec: Probe(**_probe_spec(spec)).check(run)
         )

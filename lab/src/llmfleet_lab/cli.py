@@ -316,7 +316,8 @@ def bench(
 
     Measures the fresh converge and, during it, the time until vLLM first answers; vLLM's
     own start on the same lab; a no-op re-run (time, tasks per host); a profile change
-    (the tags it reaches) against another walked with --full. Writes orchestration-<time>.json and .md under --output.
+    (the tags it reaches) against another walked with --full.
+    Writes orchestration-<time>.json and .md under --output.
 
     Example: [bold]llmfleet lab bench[/] (part of `make bench`)
     """

@@ -275,7 +275,7 @@ def compare(record, inputs, boot, states, parts=None):
     changed = inputs_changed(record, inputs, parts)
     lines = [inputs_line(record.get("run"), changed)] if changed else []
     if record.get("boot_id") != boot:
-        return lines + ["rebooted since run %s" % record.get("run")]
+        return [*lines, "rebooted since run %s" % record.get("run")]
     return lines + differences(record.get("states", {}), states)
 
 
