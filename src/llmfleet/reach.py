@@ -68,8 +68,12 @@ def _any_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
 _Loader.add_multi_constructor("!", _any_tag)
 
 
+def _parse(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - safe, plus Ansible's tags
+
+
 def _load(path: Path) -> Any:
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - safe, plus Ansible's tags
+    return _parse(path.read_text(encoding="utf-8"))
 
 
 def words(value: Any) -> set[str]:
@@ -94,13 +98,17 @@ class Unit:
     name: str
     tags: frozenset[str]
     reads: set[str]
-    sets: set[str] = field(default_factory=set)
     includes: set[str] = field(default_factory=set)
     computed_names: bool = False
     # The role's name, for a role's own unit (run by the units that include it).
     role: str = ""
     # Each task's own words and what it sets: what a reached name reaches in turn.
     steps: list[tuple[set[str], set[str]]] = field(default_factory=list)
+
+    @property
+    def sets(self) -> set[str]:
+        """What any of its tasks leaves for later tasks."""
+        return set().union(*(sets for _, sets in self.steps))
 
 
 def _task_list(value: Any) -> list[dict[str, Any]]:
@@ -174,8 +182,9 @@ def file_steps(
     if path in seen or not path.is_file():
         return set(), []
     seen.add(path)
-    tasks = _task_list(_load(path))
-    found = set(WORD.findall(path.read_text(encoding="utf-8")))
+    text = path.read_text(encoding="utf-8")
+    tasks = _task_list(_parse(text))
+    found = set(WORD.findall(text))
     steps = _steps(tasks)
     for task in tasks:
         for included, base in _included_files(task, folder, roles):
@@ -188,11 +197,6 @@ def file_steps(
 def _tags(task: dict[str, Any]) -> frozenset[str]:
     tags = task.get("tags") or []
     return frozenset([tags] if isinstance(tags, str) else map(str, tags))
-
-
-def _text_words(path: Path) -> tuple[set[str], bool]:
-    text = path.read_text(encoding="utf-8", errors="replace")
-    return set(WORD.findall(text)), bool(COMPUTED_NAMES.search(text))
 
 
 class Collection:
@@ -249,20 +253,18 @@ class Collection:
             for path in sorted((folder / sub).rglob("*")):
                 if not path.is_file():
                     continue
-                found, by_name = _text_words(path)
-                reads |= found
-                computed |= by_name
                 text = path.read_text(encoding="utf-8", errors="replace")
+                reads |= set(WORD.findall(text))
+                computed |= bool(COMPUTED_NAMES.search(text))
                 calls |= set(COLLECTION_CALL.findall(text))
                 includes |= set(INCLUDED_ROLE.findall(text))
                 if sub != "templates" and path.suffix == ".yml":
-                    steps += _steps(_task_list(_load(path)))
+                    steps += _steps(_task_list(_parse(text)))
         includes.discard(folder.name)
         unit = Unit(
             name=f"role {folder.name}",
             tags=frozenset({folder.name}),
             reads=self._with_filters(reads, calls),
-            sets=set().union(*(sets for _, sets in steps)),
             includes=includes,
             computed_names=computed,
             steps=steps,
@@ -316,7 +318,6 @@ class Collection:
                         name=f"{label}: {task.get('name', section)}",
                         tags=play_tags | _tags(task),
                         reads=self._with_filters(reads, COLLECTION_CALL.findall(text)),
-                        sets=set().union(*(sets for _, sets in steps)),
                         steps=steps,
                         includes=set(INCLUDED_ROLE.findall(text)),
                         computed_names=bool(COMPUTED_NAMES.search(text)),
