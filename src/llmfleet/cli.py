@@ -211,7 +211,7 @@ def _run(
     _, extravars = start(inventory, extra_vars, strict=strict)
     console = Console(stderr=as_json)
     try:
-        pb, result = run_unless_unchanged(
+        ran = run_unless_unchanged(
             pb,
             inventory,
             ask=stop_if_unchanged,
@@ -228,9 +228,9 @@ def _run(
     except KeyboardInterrupt:
         raise fail("interrupted", ExitCode.INTERRUPTED) from None
     if as_json:
-        summary = {"playbook": str(pb), "inventory": str(inventory), **result_summary(result)}
-        typer.echo(json.dumps(summary, indent=2))
-    raise typer.Exit(int(result.exit_code))
+        summary = {"playbook": str(ran.playbook), "inventory": str(inventory), "tags": ran.tags}
+        typer.echo(json.dumps({**summary, **result_summary(ran.result)}, indent=2))
+    raise typer.Exit(int(ran.result.exit_code))
 
 
 @app.command(help=CHECK_HELP, epilog=EXIT_CODES_EPILOG)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.text import Text
@@ -154,6 +154,15 @@ def unchanged(
     return walk
 
 
+class Ran(NamedTuple):
+    """The playbook that ran last, its result, and the ``--tags`` it was limited to (given,
+    or those a change of variables reaches; None when it walked every task)."""
+
+    playbook: Path
+    result: RunResult
+    tags: str | None
+
+
 def run_unless_unchanged(
     playbook: Path,
     inventory: Path,
@@ -165,22 +174,21 @@ def run_unless_unchanged(
     verbosity: int,
     root: Path,
     **options: Any,
-) -> tuple[Path, RunResult]:
+) -> Ran:
     """Run ``playbook``; with ``ask``, the comparison first, which is the whole run when no
     host changed, and limits the run to the tags a change reaches when only variables
-    changed. The playbook that ran last, and its result."""
+    changed."""
     # What the comparison and the playbook are both given.
     shared: dict[str, Any] = {"extravars": extravars, "verbosity": verbosity, "plain": plain}
     if ask:
         walk = unchanged(root, inventory, console=console, **shared)
         if isinstance(walk, RunResult):
-            return root / CHECK_PLAYBOOK, walk
+            return Ran(root / CHECK_PLAYBOOK, walk, None)
         if walk.tags is not None:
             options["tags"] = ",".join(walk.tags or ["always"])
             shared["extravars"] = [*_as_sequence(extravars), {WALK_FROM: walk.extends}]
-    return playbook, run_playbook(
-        playbook, inventory, console=console, root=root, **shared, **options
-    )
+    result = run_playbook(playbook, inventory, console=console, root=root, **shared, **options)
+    return Ran(playbook, result, options.get("tags"))
 
 
 def _as_sequence(

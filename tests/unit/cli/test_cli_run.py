@@ -265,6 +265,7 @@ def test_up_json_is_the_result_on_stdout(fake_collection: Any, play: Callable[[s
     assert summary["status"] == "successful"
     assert summary["playbook"] == str(fake_collection.root / "site.yml")
     assert summary["inventory"] == str(fake_collection.inventory)
+    assert summary["tags"] is None  # every task walked
     assert summary["hosts"] == {
         "localhost": {
             "ok": 2,
@@ -625,7 +626,30 @@ def test_up_json_after_the_comparison_names_it(
     summary = json.loads(result.stdout)  # nothing else on stdout
     assert summary["playbook"] == str(fake_collection.root / "playbooks" / "converged.yml")
     assert summary["exit_code"] == 0
+    assert summary["tags"] is None
     assert summary["converged"] == CONVERGED
+
+
+def test_up_json_names_the_tags_a_change_of_variables_walked(
+    fake_collection: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = "the inputs changed since run 20261201T190512Z-4242: greeting"
+    changed = {
+        "localhost": {**CHANGED["localhost"], "changes": [line], "changed_inputs": ["var:greeting"]}
+    }
+    playbooks = _playbooks(fake_collection, monkeypatch, changed)
+    monkeypatch.setattr(converged, "walk_tags", lambda root, names: ["claude_code", "report"])
+    result = runner.invoke(
+        app, ["up", "-i", str(fake_collection.inventory), "--json", "-e", "greeting=hi"]
+    )
+    assert result.exit_code == 0, result.output
+    assert playbooks.ran == ["playbooks/converged.yml", "site.yml"]
+    assert playbooks.kwargs[1]["tags"] == "claude_code,report"
+    summary = json.loads(result.stdout)
+    assert (summary["playbook"], summary["tags"]) == (
+        str(fake_collection.root / "site.yml"),
+        "claude_code,report",
+    )
 
 
 @pytest.mark.parametrize(

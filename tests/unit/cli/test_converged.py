@@ -241,11 +241,11 @@ def test_a_limited_walk_runs_site_with_its_tags_and_the_run_it_extends(
     monkeypatch.setattr(converged, "run_playbook", run_playbook)
     monkeypatch.setattr(converged, "walk_tags", lambda root, names: ["claude_code"])
     console = Console(width=300, record=True, force_terminal=False)
-    played, _ = run_unless_unchanged(
+    played, _, tags = run_unless_unchanged(
         tmp_path / "site.yml", tmp_path / "hosts", ask=True, extravars={"a": 1},
         console=console, plain=True, verbosity=0, root=tmp_path,
     )  # fmt: skip
-    assert played == tmp_path / "site.yml"
+    assert (played, tags) == (tmp_path / "site.yml", "claude_code")
     (_, first), (_, walk) = calls
     assert first["extravars"] == {"a": 1} and "tags" not in first
     assert walk["tags"] == "claude_code"
