@@ -27,6 +27,14 @@ DEFAULT_PORT = 8000
 # Where role vllm_server's serving probe answers whether its group is ready (it has answered
 # a real request): vllm_server_probe_port's default.
 DEFAULT_PROBE_PORT = 8009
+# The collection-wide variable each role's API port defaults to (roles vllm_server and
+# mlx_server): what a host listens on when its inventory sets only that.
+PORT_DEFAULTS = {"vllm_server_port": "llmfleet_vllm_port", "mlx_server_port": "llmfleet_api_port"}
+# Role serving_gateway's metrics defaults: serving_gateway_metrics_host follows
+# serving_gateway_host, which binds every address; serving_gateway_metrics_port.
+WILDCARD_HOSTS = ("0.0.0.0", "::")  # noqa: S104 - compared with the inventory's, not bound
+DEFAULT_GATEWAY_HOST = "0.0.0.0"  # noqa: S104 - the role's default, not bound here
+DEFAULT_GATEWAY_METRICS_PORT = 8404
 
 
 def _explicit_groups(groups):
@@ -180,13 +188,14 @@ def _address(hostvars, host):
 
 
 def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
-    """What a gateway forwards to: ``[{name, model, address, port, check_port}]``, one per
-    serving group (its rank 0, which serves the API) and one per single-node host (a
-    GH200-class box, a Mac Studio), each with the model it serves (``llmfleet_served_model``).
+    """What a gateway forwards to: ``[{name, host, model, address, port, check_port}]``, one
+    per serving group (its rank 0, ``host``, which serves the API) and one per single-node
+    host (a GH200-class box, a Mac Studio), each with the model it serves
+    (``llmfleet_served_model``).
 
     ``single_hosts``: ``{host: port variable}``, e.g. ``{"gh200-1": "vllm_server_port"}``.
-    A host whose inventory does not set that variable listens where the roles' default
-    puts it: ``llmfleet_api_port``, else 8000.
+    A host whose inventory does not set that variable listens where the role's default puts
+    it: the collection-wide port that variable defaults to (PORT_DEFAULTS), else 8000.
 
     ``check_port``: where a vLLM host's serving probe answers whether it is ready (it has
     answered a real request: ``vllm_server_probe_port``, else 8009); None for a host without
@@ -204,10 +213,13 @@ def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
         upstreams.append(
             {
                 "name": name,
+                "host": host,
                 "model": str(variables.get("llmfleet_served_model") or ""),
                 "address": _address(hostvars, host),
                 "port": int(
-                    variables.get(variable) or variables.get("llmfleet_api_port") or DEFAULT_PORT
+                    variables.get(variable)
+                    or variables.get(PORT_DEFAULTS.get(variable, "llmfleet_api_port"))
+                    or DEFAULT_PORT
                 ),
                 "check_port": int(variables.get("vllm_server_probe_port") or DEFAULT_PROBE_PORT)
                 if probed
@@ -215,6 +227,25 @@ def gateway_upstreams(serving_groups_list, single_hosts, hostvars):
             }
         )
     return upstreams
+
+
+def gateway_metrics_targets(gateway_hosts, hostvars):
+    """Where Prometheus scrapes each gateway's HAProxy exporter, from the inventory (role
+    monitoring's gateway job): ``[{host, target}]``, ``target`` as ``address:port``. An
+    exporter bound to every address (the default) is reached where the gateway's API is:
+    its own address, or, bound to every address too, where Ansible reaches the host
+    (``ansible_host``, else its name)."""
+    targets = []
+    for host in gateway_hosts or []:
+        variables = hostvars[host]
+        api_host = str(variables.get("serving_gateway_host") or DEFAULT_GATEWAY_HOST)
+        metrics_host = str(variables.get("serving_gateway_metrics_host") or api_host)
+        if metrics_host in WILDCARD_HOSTS:
+            metrics_host = _address(hostvars, host) if api_host in WILDCARD_HOSTS else api_host
+        port = int(variables.get("serving_gateway_metrics_port") or DEFAULT_GATEWAY_METRICS_PORT)
+        bracketed = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
+        targets.append({"host": host, "target": f"{bracketed}:{port}"})
+    return targets
 
 
 def _true(value):
@@ -269,4 +300,5 @@ class FilterModule:
             "gateway_upstreams": gateway_upstreams,
             "gateway_backends": gateway_backends,
             "gateway_groups": gateway_groups,
+            "gateway_metrics_targets": gateway_metrics_targets,
         }

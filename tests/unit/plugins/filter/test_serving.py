@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmfleet.cluster.plugins.filter.serving import (
+    DEFAULT_GATEWAY_HOST,
+    DEFAULT_GATEWAY_METRICS_PORT,
+    DEFAULT_PORT,
+    DEFAULT_PROBE_PORT,
+    PORT_DEFAULTS,
     FilterModule,
     gateway_backends,
     gateway_groups,
+    gateway_metrics_targets,
     gateway_upstreams,
     serving_fabric_hosts,
     serving_group_of,
@@ -135,12 +144,20 @@ def test_upstreams_are_each_groups_rank_0_and_each_single_host() -> None:
             "vllm_server_probe_port": 8019,
         },
         "spark-4": {"ansible_host": "192.0.2.14", "llmfleet_served_model": "minimax"},
+        # vLLM listens on llmfleet_vllm_port where vllm_server_port is not set; the Mac's
+        # llmfleet_api_port is not vLLM's (the gateway used to forward there).
         "gh200-1": {
             "llmfleet_served_model": "qwen3",
-            "llmfleet_api_port": 9000,
+            "llmfleet_vllm_port": 9000,
+            "llmfleet_api_port": 9100,
             "vllm_server_probe": "false",
         },
-        "mac-1": {"ansible_host": "192.0.2.30", "llmfleet_served_model": "coder"},
+        "mac-1": {
+            "ansible_host": "192.0.2.30",
+            "llmfleet_served_model": "coder",
+            "llmfleet_vllm_port": 9000,
+            "llmfleet_api_port": 8100,
+        },
     }
     # The groups' vLLM is checked at its serving probe (8009, or where the host moves it);
     # a Mac's vllm-mlx, and a host whose probe is off, at the API's /health.
@@ -152,12 +169,12 @@ def test_upstreams_are_each_groups_rank_0_and_each_single_host() -> None:
     serving_1 = {"name": "serving_1", "address": "192.0.2.11", "port": 8000, "check_port": 8009}
     serving_2 = {"name": "serving_2", "address": "192.0.2.13", "port": 8001, "check_port": 8019}
     gh200 = {"name": "gh200-1", "address": "gh200-1", "port": 9000, "check_port": None}
-    mac = {"name": "mac-1", "address": "192.0.2.30", "port": 8000, "check_port": None}
+    mac = {"name": "mac-1", "address": "192.0.2.30", "port": 8100, "check_port": None}
     assert upstreams == [
-        {**serving_1, "model": "minimax"},
-        {**serving_2, "model": "minimax"},
-        {**gh200, "model": "qwen3"},
-        {**mac, "model": "coder"},
+        {**serving_1, "host": "spark-1", "model": "minimax"},
+        {**serving_2, "host": "spark-3", "model": "minimax"},
+        {**gh200, "host": "gh200-1", "model": "qwen3"},
+        {**mac, "host": "mac-1", "model": "coder"},
     ]
     assert gateway_backends(upstreams) == [
         {"model": "minimax", "servers": [serving_1, serving_2]},
@@ -182,6 +199,7 @@ def test_the_filters_are_registered() -> None:
         "gateway_upstreams",
         "gateway_backends",
         "gateway_groups",
+        "gateway_metrics_targets",
     }
 
 
@@ -214,3 +232,40 @@ def test_a_gateway_url_that_is_no_url_is_named() -> None:
     upstreams = [{"name": "serving_1", "model": "m", "address": "192.0.2.11", "port": 8000}]
     with pytest.raises(AnsibleFilterError, match=r"^gateway_groups: url must be .*'spark-1:8080'"):
         gateway_groups(upstreams, "spark-1:8080")
+
+
+def test_a_gateways_metrics_are_found_where_the_role_binds_them() -> None:
+    hostvars = {
+        "spark-1": {"ansible_host": "192.0.2.11"},
+        "gw-api": {"ansible_host": "192.0.2.20", "serving_gateway_host": "10.0.0.20"},
+        "gw-own": {
+            "serving_gateway_metrics_host": "10.0.0.21",
+            "serving_gateway_metrics_port": 9404,
+        },
+        "gw-any": {"serving_gateway_host": "10.0.0.22", "serving_gateway_metrics_host": "::"},
+        "gw-six": {"serving_gateway_host": "2001:db8::23"},
+    }
+    assert gateway_metrics_targets(list(hostvars), hostvars) == [
+        {"host": "spark-1", "target": "192.0.2.11:8404"},  # every address: where Ansible goes
+        {"host": "gw-api", "target": "10.0.0.20:8404"},  # the exporter follows the API's address
+        {"host": "gw-own", "target": "10.0.0.21:9404"},
+        {"host": "gw-any", "target": "10.0.0.22:8404"},  # every address, the API on one
+        {"host": "gw-six", "target": "[2001:db8::23]:8404"},
+    ]
+    assert gateway_metrics_targets([], hostvars) == []
+
+
+def test_the_defaults_the_filters_assume_are_the_roles() -> None:
+    roles = Path(__file__).parents[4] / "roles"
+
+    def defaults(role: str) -> dict:
+        return yaml.safe_load((roles / role / "defaults" / "main.yml").read_text())
+
+    gateway, common = defaults("serving_gateway"), defaults("_common")
+    assert gateway["serving_gateway_host"] == DEFAULT_GATEWAY_HOST
+    assert gateway["serving_gateway_metrics_host"] == "{{ serving_gateway_host }}"
+    assert gateway["serving_gateway_metrics_port"] == DEFAULT_GATEWAY_METRICS_PORT
+    assert defaults("vllm_server")["vllm_server_probe_port"] == DEFAULT_PROBE_PORT
+    for role, variable in (("vllm_server", "vllm_server_port"), ("mlx_server", "mlx_server_port")):
+        assert defaults(role)[variable] == "{{ " + PORT_DEFAULTS[variable] + " }}"
+        assert common[PORT_DEFAULTS[variable]] == DEFAULT_PORT
