@@ -169,8 +169,9 @@ def changed_roles(output: str) -> dict[str, set[str]]:
 
 def test_a_change_of_variables_walks_only_what_it_reaches(ray_lab: Lab, client_dir: Path) -> None:
     """Right after a run that recorded, only a variable changes (Prometheus' scrape interval):
-    `llmfleet up` walks the tags it reaches (llmfleet.reach), the checks included, and not the
-    fabric, the firewall or the clients. Then a file the run manages is changed by hand on
+    `llmfleet up` walks the tags it reaches (llmfleet.reach), monitoring's alone (Prometheus'
+    targets come from the inventory), the checks included, and not the fabric, the
+    firewall, vLLM or the clients. Then a file the run manages is changed by hand on
     spark-2: the comparison names it and the whole of site.yml is walked with the same
     variable. It puts the file back and changes nothing else on any host, so the limited walk
     had left every host as a full one would have. That walk is also a re-run on a Ray cluster,
@@ -182,12 +183,19 @@ def test_a_change_of_variables_walks_only_what_it_reaches(ray_lab: Lab, client_d
     assert limited.returncode == 0, limited.stdout[-6000:]
     output = " ".join(limited.stdout.split())
     assert "the inputs changed since run" in output and "monitoring_scrape_interval" in output
-    assert "walking the tasks they reach (--tags monitoring," in output, limited.stdout[:6000]
+    assert "walking the tasks they reach (--tags monitoring)" in output, limited.stdout[:6000]
     assert "Check the Spark cluster's settings" in limited.stdout, limited.stdout[-6000:]
-    for unwalked in ("Turn IPv6 off on the fabric interfaces", "Install Claude Code from npm"):
+    for unwalked in (
+        "Turn IPv6 off on the fabric interfaces",
+        "Install Claude Code from npm",
+        "Publish the endpoint for the plays and roles that follow",
+        "Write Ray's environment",
+    ):
         assert unwalked not in limited.stdout, limited.stdout[-6000:]
     prometheus = lab.out("spark-1", "grep -m1 scrape_interval /etc/prometheus/prometheus.yml")
     assert prometheus.split() == ["scrape_interval:", "10s"], prometheus
+    jobs = lab.out("spark-1", "grep -A3 'job_name: vllm' /etc/prometheus/prometheus.yml")
+    assert f"{lab.management_ip('spark-1')}:8000" in jobs, jobs  # vLLM's head, from the inventory
 
     lab.sh("spark-2", f"echo '# by hand' >> {FIREWALL_RULES}")
     walked = run_up(lab, *client_args(client_dir), *interval)
