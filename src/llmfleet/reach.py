@@ -5,7 +5,8 @@ variables changed on any host (a profile change): ``site.yml --tags <these>``, t
 the whole inventory (tagged always) included. The answer errs on the side of walking more:
 
 * a variable reaches every definition that names it (role defaults and vars, the playbooks'
-  vars files and play vars), and every name those reach, to a fixed point;
+  vars files and play vars), or that calls a filter whose source names it (a filter reads
+  the inventory through ``hostvars``), and every name those reach, to a fixed point;
 * a task that names a reached name reaches what it sets (``set_fact``, ``register``), to
   the same fixed point;
 * a unit (a role's tasks, handlers and templates with the filters they call; a play's task
@@ -21,6 +22,7 @@ a reached play task without tags, a unit that reads variables by computed names.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +37,9 @@ COMPUTED_NAMES = re.compile(r"""(?:lookup|query)\(\s*['"]+vars['"]+|\bvars\[|var
 # A role included or imported by another unit.
 INCLUDED_ROLE = re.compile(r"\bname:\s*['\"]?llmfleet\.cluster\.([A-Za-z0-9_]+)")
 COLLECTION_CALL = re.compile(r"\bllmfleet\.cluster\.([A-Za-z0-9_]+)")
+# The collection's plugins as a filter imports them, and an import from them in any module.
+PLUGINS = "ansible_collections.llmfleet.cluster.plugins."
+IMPORT_FROM = re.compile(r"llmfleet\.cluster\.plugins\.([\w.]+) import \(?([\w\s,]+)\)?")
 # What every task depends on: a change of these walks everything.
 WHOLE_RUN_PREFIXES = ("ansible_",)
 WHOLE_RUN_NAMES = frozenset({"inventory_hostname", "group_names", "groups"})
@@ -199,6 +204,91 @@ def _tags(task: dict[str, Any]) -> frozenset[str]:
     return frozenset([tags] if isinstance(tags, str) else map(str, tags))
 
 
+class FilterSource:
+    """A filter plugin's source: what each filter it registers reads is the words of its
+    function and of every function, class and constant of the plugin that names, to a fixed
+    point, and the whole of each module of the collection it names that the plugin imports
+    (with what those import). A filter the plugin registers otherwise reads the whole
+    plugin."""
+
+    def __init__(self, root: Path, path: Path) -> None:
+        self.root = root
+        self.text = path.read_text(encoding="utf-8")
+        self.tree = ast.parse(self.text)
+        self.symbols: dict[str, set[str]] = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                self.symbols[node.name] = self._words(node)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        self.symbols[target.id] = self._words(node)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PLUGINS):
+                for alias in node.names:
+                    module = f"{node.module}.{alias.name}"
+                    self.symbols[alias.asname or alias.name] = self._module_words(module, set())
+
+    def _words(self, node: ast.AST) -> set[str]:
+        return set(WORD.findall(ast.get_source_segment(self.text, node) or ""))
+
+    def _module_words(self, dotted: str, seen: set[Path]) -> set[str]:
+        """The words of the collection's module ``dotted`` (or of the package holding a name
+        imported from it), with those of what it imports from the collection."""
+        parts = dotted[len(PLUGINS) :].split(".")
+        base = self.root / "plugins"
+        for candidate in (
+            base.joinpath(*parts).with_suffix(".py"),
+            base.joinpath(*parts, "__init__.py"),
+            base.joinpath(*parts[:-1]).with_suffix(".py"),
+            base.joinpath(*parts[:-1], "__init__.py"),
+        ):
+            if candidate.is_file() and candidate not in seen:
+                seen.add(candidate)
+                text = candidate.read_text(encoding="utf-8")
+                found = set(WORD.findall(text))
+                for module, names in IMPORT_FROM.findall(text):
+                    for name in WORD.findall(names):
+                        found |= self._module_words(f"{PLUGINS}{module}.{name}", seen)
+                return found
+        return set()
+
+    def _registered(self) -> dict[str, str | None]:
+        """Each filter name FilterModule.filters returns, to its function's name (None when
+        it is not a function of the plugin)."""
+        plugin = [
+            n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == "FilterModule"
+        ]
+        for node in ast.walk(plugin[0]) if plugin else ():
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Dict):
+                pairs = zip(node.value.keys, node.value.values, strict=True)
+                return {
+                    key.value: value.id if isinstance(value, ast.Name) else None
+                    for key, value in pairs
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                }
+        return {}
+
+    def reads(self) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        whole = set(WORD.findall(self.text))
+        for name, function in self._registered().items():
+            if function not in self.symbols:
+                found[name] = whole
+                continue
+            reads: set[str] = set()
+            pending, seen = [function], set()
+            while pending:
+                symbol = pending.pop()
+                if symbol in seen or symbol not in self.symbols:
+                    continue
+                seen.add(symbol)
+                reads |= self.symbols[symbol]
+                pending += sorted(self.symbols[symbol] & self.symbols.keys())
+            found[name] = reads
+        return found
+
+
 class Collection:
     """The collection's roles, playbooks and filters, read once."""
 
@@ -217,23 +307,16 @@ class Collection:
         return self.units + list(self.roles.values())
 
     def _filters(self) -> dict[str, set[str]]:
-        """Each filter's name: the words of its plugin's source and of what it imports."""
+        """Each filter's name: the words it reads (FilterSource)."""
         sources: dict[str, set[str]] = {}
         for path in sorted((self.root / "plugins" / "filter").glob("*.py")):
-            text = path.read_text(encoding="utf-8")
-            found = set(WORD.findall(text))
-            for module in re.findall(r"llmfleet\.cluster\.plugins\.([\w.]+) import", text):
-                imported = self.root / "plugins" / Path(*module.split("."))
-                for candidate in (imported.with_suffix(".py"), imported / "__init__.py"):
-                    if candidate.is_file():
-                        found |= set(WORD.findall(candidate.read_text(encoding="utf-8")))
-            for name in re.findall(r"""['"](\w+)['"]\s*:\s*\w+""", text):
-                sources.setdefault(name, set()).update(found)
+            sources |= FilterSource(self.root, path).reads()
         return sources
 
     def _define(self, values: Any) -> None:
         for name, value in (values or {}).items() if isinstance(values, dict) else ():
-            self.definitions.setdefault(str(name), set()).update(words(value))
+            reads = self._with_filters(words(value), COLLECTION_CALL.findall(str(value)))
+            self.definitions.setdefault(str(name), set()).update(reads)
 
     def _with_filters(self, reads: set[str], text_calls: Iterable[str]) -> set[str]:
         for name in text_calls:
@@ -299,7 +382,10 @@ class Collection:
                 Unit(
                     name=f"{label}: role {role}",
                     tags=play_tags | _tags(entry) | {role},
-                    reads=words({k: v for k, v in entry.items() if k not in ("role", "name")}),
+                    reads=self._with_filters(
+                        words({k: v for k, v in entry.items() if k not in ("role", "name")}),
+                        COLLECTION_CALL.findall(text),
+                    ),
                     includes={role},
                     computed_names=bool(COMPUTED_NAMES.search(text)),
                 )

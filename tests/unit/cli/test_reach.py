@@ -33,14 +33,42 @@ def role(name: str, tasks: list[dict], **folders: object) -> dict[str, object]:
     return files
 
 
+# A filter plugin of two filters: each reads its own function's words, the constants and
+# functions it names and the modules of the collection it imports them from.
+GROUPS_PLUGIN = """
+from ansible_collections.llmfleet.cluster.plugins.module_utils.hosts import pick
+
+HOSTS = "alpha_hosts"
+
+
+def _names(hostvars):
+    return [HOSTS, pick(hostvars)]
+
+
+def groups_of(hostvars):
+    return _names(hostvars)
+
+
+def ports_of(hostvars):
+    return hostvars["alpha_ports"]
+
+
+class FilterModule:
+    def filters(self):
+        return {"groups_of": groups_of, "ports_of": ports_of}
+"""
+
+
 def collection(tmp_path: Path, plays: list[dict], *roles: dict[str, object]) -> Path:
     files: dict[str, object] = {
         "site.yml": [{"ansible.builtin.import_playbook": "playbooks/all.yml"}],
         "playbooks/all.yml": plays,
-        "plugins/filter/groups.py": (
-            'HOSTS = "alpha_hosts"\n\nclass FilterModule:\n'
-            '    def filters(self):\n        return {"groups_of": len}\n'
+        "plugins/filter/groups.py": GROUPS_PLUGIN,
+        "plugins/filter/sizes.py": (
+            'SIZE = "alpha_size"\n\nclass FilterModule:\n'
+            '    def filters(self):\n        return {"size_of": len}\n'
         ),
+        "plugins/module_utils/hosts.py": 'def pick(hostvars):\n    return hostvars["alpha_pick"]\n',
     }
     for each in roles:
         files |= each
@@ -98,10 +126,31 @@ def test_a_reached_role_walks_the_units_that_include_it(tmp_path: Path) -> None:
 
 
 def test_a_filter_reads_the_names_its_source_holds(tmp_path: Path) -> None:
-    uses = role("beta", [task("Groups", **{"ansible.builtin.debug": {
-        "msg": "{{ groups | llmfleet.cluster.groups_of }}"}})])  # fmt: skip
+    message = "{{ hostvars | llmfleet.cluster.groups_of }} {{ 1 | llmfleet.cluster.size_of }}"
+    uses = role("beta", [task("Groups", **{"ansible.builtin.debug": {"msg": message}})])
     root = collection(tmp_path, [{"name": "P", "hosts": "all", "roles": ["beta"]}], uses)
-    assert walk_tags(root, ["alpha_hosts"]) == ["beta"]
+    assert walk_tags(root, ["alpha_hosts"]) == ["beta"]  # a constant its function names
+    assert walk_tags(root, ["alpha_pick"]) == ["beta"]  # in the module it imports from
+    assert walk_tags(root, ["alpha_ports"]) == []  # the plugin's other filter reads it
+    assert walk_tags(root, ["alpha_size"]) == ["beta"]  # not a function: the whole plugin
+
+
+def test_a_definition_and_a_play_entry_read_what_the_filters_they_call_read(
+    tmp_path: Path,
+) -> None:
+    """A filter reads the inventory through hostvars: the role's vars that call it, and the
+    play's vars for a role that call it, read what its source names."""
+    gamma = role(
+        "gamma",
+        [task("Show", **{"ansible.builtin.debug": {"msg": "{{ __gamma_groups }}"}})],
+        vars={"__gamma_groups": "{{ hostvars | llmfleet.cluster.groups_of }}"},
+    )
+    beta = role("beta", [task("Use", **{"ansible.builtin.debug": {"msg": "{{ beta_x }}"}})])
+    entry = {"role": "beta", "vars": {"beta_x": "{{ hostvars | llmfleet.cluster.ports_of }}"}}
+    root = collection(tmp_path, [{"name": "P", "hosts": "all", "roles": ["gamma", entry]}],
+                      gamma, beta)  # fmt: skip
+    assert walk_tags(root, ["alpha_hosts"]) == ["gamma"]
+    assert walk_tags(root, ["alpha_ports"]) == ["beta"]
 
 
 def test_what_cannot_be_bounded_walks_everything(tmp_path: Path) -> None:
@@ -153,6 +202,18 @@ def test_a_profile_change_walks_the_serving_roles_and_not_the_fabric_nor_the_cli
 
 def test_a_client_setting_walks_only_its_role() -> None:
     assert walk_tags(ROOT, ["claude_code_router_log_level"]) == ["claude_code_router"]
+
+
+def test_a_monitoring_setting_walks_only_monitoring() -> None:
+    # Prometheus' targets come from the inventory, not from the serving roles' facts.
+    assert walk_tags(ROOT, ["monitoring_scrape_interval"]) == ["monitoring"]
+
+
+def test_the_serving_probes_port_reaches_the_gateway_that_checks_it() -> None:
+    # The gateway's upstreams (the filter gateway_upstreams, called in a vars file) read it
+    # from hostvars: a limited walk left HAProxy checking the old port.
+    tags = walk_tags(ROOT, ["vllm_server_probe_port"]) or []
+    assert {"serving_gateway", "vllm_server", "cluster_firewall"} <= set(tags), tags
 
 
 def test_a_connection_variable_walks_everything() -> None:
