@@ -270,6 +270,7 @@ class FilterSource:
         return {}
 
     def reads(self) -> dict[str, set[str]]:
+        """Each filter the plugin registers, to the words it reads."""
         found: dict[str, set[str]] = {}
         whole = set(WORD.findall(self.text))
         for name, function in self._registered().items():
