@@ -30,9 +30,8 @@ from typing import Any
 
 import yaml
 
-from llmfleet.filter_source import FilterSource
+from llmfleet.filter_source import WORD, FilterSource
 
-WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Reading a variable by a name computed at run time: such a unit may read any variable.
 COMPUTED_NAMES = re.compile(r"""(?:lookup|query)\(\s*['"]+vars['"]+|\bvars\[|varnames""")
 # A role included or imported by another unit.
