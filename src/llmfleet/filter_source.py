@@ -14,6 +14,9 @@ WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The collection's plugins as a filter imports them, and an import from them in any module.
 PLUGINS = "ansible_collections.llmfleet.cluster.plugins."
 IMPORT_FROM = re.compile(r"llmfleet\.cluster\.plugins\.([\w.]+) import \(?([\w\s,]+)\)?")
+# A module of the collection, read: its words, and (module, names) of each import from the
+# collection.
+Modules = dict[Path, tuple[set[str], list[tuple[str, str]]]]
 
 
 class FilterSource:
@@ -21,10 +24,14 @@ class FilterSource:
     function and of every function, class and constant of the plugin that names, to a fixed
     point, and the whole of each module of the collection it names that the plugin imports
     (with what those import). A filter the plugin registers otherwise reads the whole
-    plugin."""
+    plugin.
 
-    def __init__(self, root: Path, path: Path) -> None:
+    ``modules``: each module of the collection already read, to its words and its imports
+    from the collection; the plugins of one collection share it, so each is read once."""
+
+    def __init__(self, root: Path, path: Path, modules: Modules | None = None) -> None:
         self.root = root
+        self.modules: Modules = {} if modules is None else modules
         self.text = path.read_text(encoding="utf-8")
         self.tree = ast.parse(self.text)
         self.symbols: dict[str, set[str]] = {}
@@ -57,9 +64,12 @@ class FilterSource:
         ):
             if candidate.is_file() and candidate not in seen:
                 seen.add(candidate)
-                text = candidate.read_text(encoding="utf-8")
-                found = set(WORD.findall(text))
-                for module, names in IMPORT_FROM.findall(text):
+                if candidate not in self.modules:
+                    text = candidate.read_text(encoding="utf-8")
+                    self.modules[candidate] = (set(WORD.findall(text)), IMPORT_FROM.findall(text))
+                module_words, imports = self.modules[candidate]
+                found = set(module_words)
+                for module, names in imports:
                     for name in WORD.findall(names):
                         found |= self._module_words(f"{PLUGINS}{module}.{name}", seen)
                 return found

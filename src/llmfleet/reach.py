@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from llmfleet.filter_source import WORD, FilterSource
+from llmfleet.filter_source import WORD, FilterSource, Modules
 
 # Reading a variable by a name computed at run time: such a unit may read any variable.
 COMPUTED_NAMES = re.compile(r"""(?:lookup|query)\(\s*['"]+vars['"]+|\bvars\[|varnames""")
@@ -221,8 +221,9 @@ class Collection:
     def _filters(self) -> dict[str, set[str]]:
         """Each filter's name: the words it reads (FilterSource)."""
         sources: dict[str, set[str]] = {}
+        modules: Modules = {}
         for path in sorted((self.root / "plugins" / "filter").glob("*.py")):
-            sources |= FilterSource(self.root, path).reads()
+            sources |= FilterSource(self.root, path, modules).reads()
         return sources
 
     def _define(self, values: Any) -> None:
